@@ -1,0 +1,135 @@
+"""The scalar coefficient functions of the SO(3)/SE(3) closed forms.
+
+Each coefficient is an even function of the rotation angle ``theta``, so it is evaluated from
+``t = theta**2`` (which is smooth at the identity). Below a threshold a Taylor polynomial in
+``t`` is used, above it the closed form; both branches are evaluated on safe inputs (the
+"double where"), so values *and* derivatives are finite at ``theta = 0``.
+
+Names follow ``../shared/notes/seed_000.md`` section 3.1:
+
+* ``sinc = sin(theta)/theta``                      (alpha)
+* ``cosc = (1 - cos(theta))/theta**2``             (beta/2)
+* ``k1 = (theta - sin(theta))/theta**3``
+* ``k2 = (1 - (theta/2) cot(theta/2))/theta**2``
+* ``k3 = (1/beta + gamma - 2)/theta**4``           (SE(3) dexp^-1)
+* ``k4 = (sinc - 2 cosc)/theta**2``                (SE(3) dexp)
+* ``k5 = (cosc - 3 k1)/theta**2``                  (SE(3) dexp)
+* ``half_sinc_half = sin(theta/2)/theta``          (quaternion exp)
+* ``cos_half = cos(theta/2)``
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import factorial
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+def _poly(coefficients: tuple[float, ...], t: Array) -> Array:
+    out = jnp.zeros_like(t) + coefficients[-1]
+    for c in coefficients[-2::-1]:
+        out = out * t + c
+    return out
+
+
+def _threshold(t: Array, float64: float) -> float:
+    # float32 uses the series up to theta = 1 (truncation < 1e-9 relative there).
+    return float64 if t.dtype == jnp.float64 else 1.0
+
+
+def _series_or_closed(t: Array, series: tuple[float, ...], closed, threshold: float) -> Array:
+    """``series(t)`` for ``sqrt(t) < threshold``, else ``closed(t)``, NaN-free in both passes."""
+    t = jnp.asarray(t)
+    thr = _threshold(t, threshold)
+    small = t < thr * thr
+    t_safe = jnp.where(small, jnp.asarray(4.0 * thr * thr, t.dtype), t)
+    return jnp.where(small, _poly(series, t), closed(t_safe))
+
+
+def _frac(values) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
+
+
+# Taylor coefficients in t = theta**2, through theta**10 (seed_000 section 3.1, checked there
+# against 50-digit arithmetic).
+_SINC = _frac(Fraction((-1) ** k, factorial(2 * k + 1)) for k in range(6))
+_COSC = _frac(Fraction((-1) ** k, factorial(2 * k + 2)) for k in range(6))
+_K1 = _frac(Fraction((-1) ** k, factorial(2 * k + 3)) for k in range(6))
+_K2 = _frac(
+    [Fraction(1, 12), Fraction(1, 720), Fraction(1, 30240), Fraction(1, 1209600),
+     Fraction(1, 47900160), Fraction(691, 1307674368000)]
+)
+_K3 = _frac(
+    [Fraction(1, 360), Fraction(1, 7560), Fraction(1, 201600), Fraction(1, 5987520),
+     Fraction(691, 130767436800), Fraction(1, 6227020800)]
+)
+_K4 = _frac(
+    [Fraction(-1, 12), Fraction(1, 180), Fraction(-1, 6720), Fraction(1, 453600),
+     Fraction(-1, 47900160), Fraction(1, 7264857600)]
+)
+_K5 = _frac(
+    [Fraction(-1, 60), Fraction(1, 1260), Fraction(-1, 60480), Fraction(1, 4989600),
+     Fraction(-1, 622702080), Fraction(1, 108972864000)]
+)
+_HALF_SINC_HALF = _frac(Fraction((-1) ** k, 2 * 4**k * factorial(2 * k + 1)) for k in range(6))
+_COS_HALF = _frac(Fraction((-1) ** k, 4**k * factorial(2 * k)) for k in range(6))
+
+
+def sinc(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    return _series_or_closed(t, _SINC, lambda s: jnp.sin(jnp.sqrt(s)) / jnp.sqrt(s), 0.3)
+
+
+def cosc(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    return _series_or_closed(t, _COSC, lambda s: (1 - jnp.cos(jnp.sqrt(s))) / s, 0.3)
+
+
+def k1(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    def closed(s):
+        th = jnp.sqrt(s)
+        return (th - jnp.sin(th)) / (s * th)
+
+    return _series_or_closed(t, _K1, closed, 0.3)
+
+
+def _gamma(s: Array) -> Array:
+    th = jnp.sqrt(s)
+    return 0.5 * th / jnp.tan(0.5 * th)
+
+
+def k2(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    return _series_or_closed(t, _K2, lambda s: (1 - _gamma(s)) / s, 0.3)
+
+
+def k3(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    def closed(s):
+        th = jnp.sqrt(s)
+        beta = (jnp.sin(0.5 * th) / (0.5 * th)) ** 2
+        return (1 / beta + _gamma(s) - 2) / (s * s)
+
+    return _series_or_closed(t, _K3, closed, 0.5)
+
+
+def k4(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    def closed(s):
+        th = jnp.sqrt(s)
+        return (jnp.sin(th) / th - 2 * (1 - jnp.cos(th)) / s) / s
+
+    return _series_or_closed(t, _K4, closed, 0.3)
+
+
+def k5(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    def closed(s):
+        th = jnp.sqrt(s)
+        return ((1 - jnp.cos(th)) / s - 3 * (th - jnp.sin(th)) / (s * th)) / s
+
+    return _series_or_closed(t, _K5, closed, 0.5)
+
+
+def half_sinc_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    return _series_or_closed(t, _HALF_SINC_HALF, lambda s: jnp.sin(0.5 * jnp.sqrt(s)) / jnp.sqrt(s), 0.3)
+
+
+def cos_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
+    return _series_or_closed(t, _COS_HALF, lambda s: jnp.cos(0.5 * jnp.sqrt(s)), 0.3)

@@ -1,0 +1,84 @@
+"""Unit quaternions Sp(1), scalar first ``(w, x, y, z)``, as a group of rotations."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from . import _ops
+from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion
+
+
+class UnitQuaternion(AbstractLieGroup):
+    """Unit quaternion with the tangent conventions of :class:`SO3`.
+
+    ``exp(w) = (cos(|w|/2), sin(|w|/2) w/|w|)`` is the rotation by angle ``|w|`` about ``w``
+    (the same element as ``SO3.exp(w)``); ``log`` returns the angle in ``[0, pi]`` for both
+    ``q`` and ``-q``. ``dexp``/``dexpinv`` equal those of SO(3) (same Lie algebra).
+    """
+
+    wxyz: Float[Array, "*b 4"]
+
+    tangent_dim: ClassVar[int] = 3
+    matrix_dim: ClassVar[int] = 3
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        return self.wxyz.shape[:-1]
+
+    @classmethod
+    def identity(cls, batch_shape: tuple[int, ...] = (), dtype=None) -> UnitQuaternion:
+        e = jnp.array([1.0, 0.0, 0.0, 0.0], dtype=_default_dtype(dtype))
+        return cls(jnp.broadcast_to(e, tuple(batch_shape) + (4,)))
+
+    @classmethod
+    def exp(cls, xi: Float[Array, "*b 3"]) -> UnitQuaternion:
+        return cls(_ops.qexp(jnp.asarray(xi)))
+
+    @classmethod
+    def from_matrix(cls, m: Float[Array, "*b 3 3"]) -> UnitQuaternion:
+        return cls(_ops.matrix_to_quat(jnp.asarray(m)))
+
+    @classmethod
+    def sample_uniform(cls, key: Array, batch_shape: tuple[int, ...] = (), dtype=None) -> UnitQuaternion:
+        return cls(_uniform_quaternion(key, tuple(batch_shape), _default_dtype(dtype)))
+
+    @staticmethod
+    def dexp(xi: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
+        return _ops.so3_right_jacobian(jnp.asarray(xi))
+
+    @staticmethod
+    def dexpinv(xi: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
+        return _ops.so3_right_jacobian_inv(jnp.asarray(xi))
+
+    @staticmethod
+    def ad(xi: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
+        return _ops.hat(jnp.asarray(xi))
+
+    def log(self) -> Float[Array, "*b 3"]:
+        return _ops.qlog(self.wxyz)
+
+    def compose(self, other: UnitQuaternion) -> UnitQuaternion:
+        return UnitQuaternion(_ops.qmul(self.wxyz, other.wxyz))
+
+    def inverse(self) -> UnitQuaternion:
+        return UnitQuaternion(_ops.qconj(self.wxyz))
+
+    def act(self, points: Float[Array, "*b 3"]) -> Float[Array, "*b 3"]:
+        return _ops.quat_act(self.wxyz, points)
+
+    def adjoint(self) -> Float[Array, "*b 3 3"]:
+        return self.as_matrix()
+
+    def as_matrix(self) -> Float[Array, "*b 3 3"]:
+        return _ops.quat_to_matrix(self.wxyz)
+
+    def as_so3(self):
+        from .so3 import SO3
+
+        return SO3(self.as_matrix())
+
+    def normalize(self) -> UnitQuaternion:
+        return UnitQuaternion(self.wxyz / jnp.linalg.norm(self.wxyz, axis=-1, keepdims=True))

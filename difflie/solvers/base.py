@@ -1,0 +1,77 @@
+"""The solver interface every time integrator implements, and what a step reports.
+
+A solver owns its state representation ``y`` (group element and velocity for explicit
+Lie-group methods, Euler parameters for the ``rp`` formulation, ...). ``simulate`` only ever
+calls the three methods below, so explicit, implicit and variational methods share one loop.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import equinox as eqx
+from jaxtyping import Array, Float, Int, PyTree
+
+
+class RESULTS(eqx.Enumeration):
+    """Result codes carried out of a jitted simulation."""
+
+    successful = "successful"
+    newton_failed = "Newton iteration did not converge"
+    nonfinite = "NaN or Inf in the state"
+    dt_underflow = "step size fell below dtmin"
+    max_steps_reached = "max_steps reached before t1"
+    no_solution = "the implicit step has no solution at this step size"
+
+
+class BodyState(eqx.Module):
+    """What a user reads off a state: one row per body (ground excluded).
+
+    ``position`` is the world position of the centre of mass, ``rotation`` maps body to world,
+    ``velocity`` is the world velocity of the centre of mass and ``angular_velocity`` is in body
+    axes.
+    """
+
+    position: Float[Array, "*batch nb 3"]
+    rotation: Float[Array, "*batch nb 3 3"]
+    velocity: Float[Array, "*batch nb 3"]
+    angular_velocity: Float[Array, "*batch nb 3"]
+
+
+class StepStats(eqx.Module):
+    """Per-step counters that ``simulate`` sums into ``Solution.stats``."""
+
+    evaluations: Int[Array, ""]  # right-hand-side or residual evaluations
+    newton_iterations: Int[Array, ""]  # zero for explicit methods
+
+
+class AbstractSolver(eqx.Module):
+    """A one-step method ``y(t0) -> y(t1)`` for a :class:`difflie.Model`."""
+
+    order: ClassVar[int]
+    # True when ``step`` returns an error estimate usable by an adaptive controller.
+    adaptive: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def init(self, model: Any, t0: Float[Array, ""], dt0: Float[Array, ""]) -> tuple[PyTree, PyTree]:
+        """Return ``(y0, solver_state)`` built from the model's initial conditions."""
+
+    @abc.abstractmethod
+    def step(
+        self,
+        model: Any,
+        t0: Float[Array, ""],
+        t1: Float[Array, ""],
+        y0: PyTree,
+        solver_state: PyTree,
+    ) -> tuple[PyTree, PyTree | None, PyTree, StepStats, RESULTS]:
+        """Advance one step: ``(y1, y_error or None, solver_state, stats, result)``.
+
+        ``y_error`` is a pytree of error estimates (tangent-space increments) for adaptive
+        methods and ``None`` otherwise.
+        """
+
+    @abc.abstractmethod
+    def observe(self, model: Any, y: PyTree) -> BodyState:
+        """The user-facing quantities of state ``y``."""
