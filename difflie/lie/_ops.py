@@ -11,16 +11,9 @@ from . import _coefficients as c
 def hat(w: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
     """Skew matrix with ``hat(w) @ x == cross(w, x)``."""
     w = jnp.asarray(w)
-    z = jnp.zeros_like(w[..., 0])
-    x, y, zz = w[..., 0], w[..., 1], w[..., 2]
-    return jnp.stack(
-        [
-            jnp.stack([z, -zz, y], axis=-1),
-            jnp.stack([zz, z, -x], axis=-1),
-            jnp.stack([-y, x, z], axis=-1),
-        ],
-        axis=-2,
-    )
+    x, y, z = w[..., 0], w[..., 1], w[..., 2]
+    o = jnp.zeros_like(x)
+    return jnp.stack([o, -z, y, z, o, -x, -y, x, o], axis=-1).reshape(w.shape[:-1] + (3, 3))
 
 
 def vee(m: Float[Array, "*b 3 3"]) -> Float[Array, "*b 3"]:
@@ -58,8 +51,17 @@ def _poly3(w: Array, a: Array, b: Array, sign_a: float = 1.0) -> Array:
 
 
 def so3_exp_matrix(w: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
-    t = sqnorm(w)
-    return _poly3(w, c.sinc(t), c.cosc(t))
+    """``exp(hat(w)) = I + sinc W + cosc W^2``, written out with ``W^2 = w w^T - |w|^2 I``."""
+    x, y, z = w[..., 0], w[..., 1], w[..., 2]
+    t = x * x + y * y + z * z
+    a, b = c.sinc(t), c.cosc(t)
+    d = 1 - b * t
+    entries = [
+        d + b * x * x, b * x * y - a * z, b * x * z + a * y,
+        b * x * y + a * z, d + b * y * y, b * y * z - a * x,
+        b * x * z - a * y, b * y * z + a * x, d + b * z * z,
+    ]  # fmt: skip
+    return jnp.stack(entries, axis=-1).reshape(w.shape[:-1] + (3, 3))
 
 
 def so3_left_jacobian(w: Array) -> Array:

@@ -11,6 +11,8 @@ import abc
 from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
 
@@ -75,3 +77,15 @@ class AbstractSolver(eqx.Module):
     @abc.abstractmethod
     def observe(self, model: Any, y: PyTree) -> BodyState:
         """The user-facing quantities of state ``y``."""
+
+    def error_norm(self, y0: PyTree, y1: PyTree, y_error: PyTree, rtol, atol) -> Float[Array, ""]:
+        """RMS of ``y_error / (atol + rtol max(|y0|, |y1|))``; <= 1 accepts an adaptive step.
+
+        This default needs ``y_error`` to have the structure of ``y``; solvers whose error lives
+        in a tangent space override it.
+        """
+        scale = jax.tree.map(lambda a, b: atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)), y0, y1)
+        ratios = jax.tree.leaves(jax.tree.map(lambda e, s: (e / s) ** 2, y_error, scale))
+        total = sum(jnp.sum(r) for r in ratios)
+        count = sum(r.size for r in ratios)
+        return jnp.sqrt(total / count)

@@ -1,0 +1,107 @@
+"""Throughput of exp, log, compose and dexpinv on 10^6 elements, difflie beside jaxlie.
+
+Run: python benchmarks/lie_ops.py [--n 1000000] [--repeats 20]
+Compiled (jit), warm, block_until_ready, median over repeats; float32 and float64 in one run.
+jaxlie stores SO3 as a quaternion and SE3 as quaternion + translation: it is compared with
+difflie's UnitQuaternion (same storage) and with difflie's matrix-based SO3 / SE3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_enable_x64", True)
+
+import difflie as dl  # noqa: E402
+
+try:
+    import jaxlie
+except ImportError:  # optional benchmark dependency
+    jaxlie = None
+
+
+def median_time(fn, *args, repeats):
+    jax.block_until_ready(fn(*args))  # compile + warm up
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def difflie_ops(G, xi, xi2):
+    g, h = G.exp(xi), G.exp(xi2)
+    return {
+        "exp": (jax.jit(G.exp), (xi,)),
+        "log": (jax.jit(lambda a: a.log()), (g,)),
+        "compose": (jax.jit(lambda a, b: a @ b), (g, h)),
+        "dexpinv": (jax.jit(G.dexpinv), (xi,)),
+        "jlog": (jax.jit(lambda a: G.dexpinv(a.log())), (g,)),
+    }
+
+
+def jaxlie_ops(G, xi, xi2):
+    g, h = jax.vmap(G.exp)(xi), jax.vmap(G.exp)(xi2)
+    ops = {
+        "exp": (jax.jit(jax.vmap(G.exp)), (xi,)),
+        "log": (jax.jit(jax.vmap(lambda a: a.log())), (g,)),
+        "compose": (jax.jit(jax.vmap(lambda a, b: a @ b)), (g, h)),
+        "jlog": (jax.jit(jax.vmap(lambda a: a.jlog())), (g,)),
+    }
+    return ops
+
+
+def tangent(key, n, dim, dtype):
+    xi = jax.random.normal(key, (n, dim), dtype)
+    return xi.at[:, -3:].multiply(0.8)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    print(f"device: {jax.devices()[0].device_kind}, n = {args.n}, median of {args.repeats}")
+    if jaxlie is None:
+        print("jaxlie not installed: difflie figures only (pip install jaxlie)")
+    pairs = [
+        ("SO3 (quaternion)", dl.UnitQuaternion, getattr(jaxlie, "SO3", None), 3),
+        ("SO3 (matrix)", dl.SO3, getattr(jaxlie, "SO3", None), 3),
+        ("SE3", dl.SE3, getattr(jaxlie, "SE3", None), 6),
+        ("SO3xR3", dl.SO3xR3, None, 6),
+        ("UnitDualQuaternion", dl.UnitDualQuaternion, None, 6),
+    ]
+    rows = []
+    for dtype in (jnp.float32, jnp.float64):
+        for name, G, J, dim in pairs:
+            xi = tangent(jax.random.PRNGKey(0), args.n, dim, dtype)
+            xi2 = tangent(jax.random.PRNGKey(1), args.n, dim, dtype)
+            ours = difflie_ops(G, xi, xi2)
+            theirs = jaxlie_ops(J, xi, xi2) if J is not None else {}
+            for op, (fn, fargs) in ours.items():
+                t_ours = median_time(fn, *fargs, repeats=args.repeats)
+                if op in theirs:
+                    t_theirs = median_time(theirs[op][0], *theirs[op][1], repeats=args.repeats)
+                    ratio = f"{t_theirs / t_ours:.2f}"
+                    theirs_s = f"{args.n / t_theirs / 1e6:.1f}"
+                else:
+                    ratio, theirs_s = "-", "-"
+                row = (jnp.dtype(dtype).name, name, op, f"{args.n / t_ours / 1e6:.1f}", theirs_s, ratio)
+                rows.append(row)
+                print(" | ".join(row), flush=True)
+    print()
+    print("| dtype | group | op | difflie (M elem/s) | jaxlie (M elem/s) | speed-up vs jaxlie |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()

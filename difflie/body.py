@@ -1,0 +1,145 @@
+"""Rigid bodies: mass, inertia about the centre of mass, COM offset; a valid parameterisation.
+
+A physically valid body has ``m > 0`` and a positive-definite pseudo-inertia
+
+    P = [[S + m c c^T, m c], [m c^T, m]],   S = tr(J)/2 I - J,
+
+where ``J`` is the inertia about the COM and ``S`` the second moment of mass about the COM;
+``S > 0`` is equivalent to ``J > 0`` with the strict triangle inequalities
+``J11 + J22 > J33`` (and cyclic). Equality (a planar body, e.g. the heavy top's disc) is
+accepted by the validation but has no finite parameters. The log-Cholesky factor of ``P`` (Rucker and Wensing, 2022)
+is an unconstrained 10-vector per body: every value of it is a valid body, so gradient
+descent on it never leaves the physical set.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+
+def _concrete(x) -> np.ndarray | None:
+    """``x`` as a numpy array when it is known at trace time, else None."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def _label(names: tuple[str, ...] | None, i: int) -> str:
+    return f"body {names[i]!r} (index {i})" if names is not None else f"body {i}"
+
+
+def check_bodies(mass, inertia, com, names: tuple[str, ...] | None = None) -> None:
+    """Raise ``ValueError`` naming the first body whose mass or inertia is not physical.
+
+    Traced values are not checked (they cannot be inspected).
+    """
+    m, J, c = _concrete(mass), _concrete(inertia), _concrete(com)
+    if m is None or J is None or c is None:
+        return
+    if m.ndim != 1 or J.shape != m.shape + (3, 3) or c.shape != m.shape + (3,):
+        raise ValueError(
+            f"RigidBody: expected mass (nb,), inertia (nb, 3, 3), com (nb, 3); got {m.shape}, "
+            f"{J.shape}, {c.shape}"
+        )
+    if names is not None and len(names) != m.shape[0]:
+        raise ValueError(f"RigidBody: {len(names)} names for {m.shape[0]} bodies")
+    for i in range(m.shape[0]):
+        label = _label(names, i)
+        if not np.all(np.isfinite(J[i])) or not np.isfinite(m[i]) or not np.all(np.isfinite(c[i])):
+            raise ValueError(f"{label}: mass, inertia and com must be finite")
+        if not m[i] > 0:
+            raise ValueError(f"{label}: mass must be positive, got {m[i]}")
+        scale = np.max(np.abs(J[i]))
+        if np.max(np.abs(J[i] - J[i].T)) > 1e-10 * max(scale, 1e-300):
+            raise ValueError(f"{label}: inertia is not symmetric:\n{J[i]}")
+        eig = np.linalg.eigvalsh(0.5 * (J[i] + J[i].T))
+        if not eig[0] > 0:
+            raise ValueError(f"{label}: inertia is not positive definite (eigenvalues {eig})")
+        if not eig[0] + eig[1] >= eig[2] * (1 - 1e-12):
+            raise ValueError(
+                f"{label}: principal moments {eig} violate the triangle inequality "
+                "J1 + J2 > J3"
+            )
+
+
+class RigidBody(eqx.Module):
+    """A stack of ``nb`` rigid bodies.
+
+    ``mass`` (nb,), ``inertia`` (nb, 3, 3) about the COM in body axes, ``com`` (nb, 3) the COM
+    in the body frame (offset from the body-frame origin). ``names`` is optional and only used
+    in error messages.
+    """
+
+    mass: Float[Array, " nb"]
+    inertia: Float[Array, "nb 3 3"]
+    com: Float[Array, "nb 3"]
+    names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+
+    def __init__(
+        self,
+        mass: ArrayLike,
+        inertia: ArrayLike,
+        com: ArrayLike | None = None,
+        names: tuple[str, ...] | None = None,
+    ):
+        mass = jnp.asarray(mass)
+        if mass.ndim == 0:  # a single body
+            mass = mass[None]
+            inertia = jnp.asarray(inertia)[None]
+            com = None if com is None else jnp.asarray(com)[None]
+        inertia = jnp.asarray(inertia)
+        dtype = jnp.result_type(mass, inertia)
+        self.mass = mass.astype(dtype)
+        self.inertia = inertia.astype(dtype)
+        self.com = jnp.zeros(mass.shape + (3,), dtype) if com is None else jnp.asarray(com).astype(dtype)
+        self.names = None if names is None else tuple(names)
+        check_bodies(self.mass, self.inertia, self.com, self.names)
+
+    @property
+    def num_bodies(self) -> int:
+        return self.mass.shape[-1]
+
+    def inertia_about_origin(self) -> Float[Array, "nb 3 3"]:
+        """Inertia about the body-frame origin: ``J - m hat(c)^2`` (parallel axes)."""
+        c = self.com
+        cc = jnp.sum(c * c, axis=-1)[..., None, None] * jnp.eye(3, dtype=c.dtype)
+        return self.inertia + self.mass[..., None, None] * (cc - c[..., :, None] * c[..., None, :])
+
+    def pseudo_inertia(self) -> Float[Array, "nb 4 4"]:
+        """``P = [[S + m c c^T, m c], [m c^T, m]]`` with ``S = tr(J)/2 I - J``."""
+        J, m, c = self.inertia, self.mass, self.com
+        S = 0.5 * jnp.trace(J, axis1=-2, axis2=-1)[..., None, None] * jnp.eye(3, dtype=J.dtype) - J
+        h = m[..., None] * c
+        top = jnp.concatenate([S + h[..., :, None] * c[..., None, :], h[..., :, None]], axis=-1)
+        bottom = jnp.concatenate([h, m[..., None]], axis=-1)[..., None, :]
+        return jnp.concatenate([top, bottom], axis=-2)
+
+    def to_params(self) -> Float[Array, "nb 10"]:
+        """Log-Cholesky parameters: ``P = L L^T``, ``(log diag(L), strictly-lower entries of L)``.
+
+        Needs the strict triangle inequalities (a planar body gives ``-inf``).
+        """
+        L = jnp.linalg.cholesky(self.pseudo_inertia())
+        rows, cols = np.tril_indices(4, -1)
+        logdiag = jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1))
+        return jnp.concatenate([logdiag, L[..., rows, cols]], axis=-1)
+
+    @classmethod
+    def from_params(cls, params: Float[Array, "nb 10"], names: tuple[str, ...] | None = None) -> RigidBody:
+        """Inverse of :meth:`to_params`; any real ``params`` give a physical body."""
+        params = jnp.asarray(params)
+        rows, cols = np.tril_indices(4, -1)
+        L = jnp.zeros(params.shape[:-1] + (4, 4), params.dtype)
+        L = L.at[..., np.arange(4), np.arange(4)].set(jnp.exp(params[..., :4]))
+        L = L.at[..., rows, cols].set(params[..., 4:])
+        P = L @ jnp.swapaxes(L, -1, -2)
+        m = P[..., 3, 3]
+        c = P[..., 3, :3] / m[..., None]
+        S = P[..., :3, :3] - m[..., None, None] * c[..., :, None] * c[..., None, :]
+        J = jnp.trace(S, axis1=-2, axis2=-1)[..., None, None] * jnp.eye(3, dtype=S.dtype) - S
+        return cls(m, J, c, names=names)

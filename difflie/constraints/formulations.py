@@ -1,0 +1,186 @@
+"""The three absolute-coordinate formulations of seed 003: rA, rp and re.
+
+A formulation says how a body's attitude is stored (``rot``) and how it changes:
+
+    rA: rot = A (3x3),        increment x (3,):  A <- A exp(hat(x)),   omega_bar = x_dot
+    rp: rot = p (4, wxyz),    increment x (4,):  p <- p + x,           omega_bar = 2 G(p) p_dot
+    re: rot = (phi, theta, psi) ZXZ angles,     eps <- eps + x,        omega_bar = Bbar(eps) eps_dot
+
+``A(p) = (e0^2 - e.e) I + 2 e e^T + 2 e0 hat(e)`` (not normalised: for rp the normalisation
+``(p.p - 1)/2 = 0`` is an extra constraint row per body, with its own multiplier), and
+``A(eps) = Rz(phi) Rx(theta) Rz(psi)``. In every formulation ``omega_bar = W(rot) rot_dot``
+with ``W = I`` (rA), ``2 G(p)`` (rp), ``Bbar(eps)`` (re); ``W`` of re is taken by autodiff
+(``hat(omega_bar) = A^T A_dot``).
+
+Constraint Jacobians, ``nu`` and ``gamma`` come from autodiff of one function
+``Psi(t, chart(q, x))`` (the model's ``Phi`` plus, for rp, the normalisation rows), so the
+seed's Tables 2 and eqs. (18), (24), (29) are never coded by hand; they are test references.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ..lie import hat, vee
+from ..lie._ops import matrix_to_quat, so3_exp_matrix
+
+
+def _mv(m, v):
+    return jnp.einsum("...ij,...j->...i", m, v)
+
+
+class AbstractFormulation(eqx.Module):
+    """How attitudes are stored, incremented and differentiated."""
+
+    name: ClassVar[str]
+    dim: ClassVar[int]  # attitude coordinates per body
+    normalization: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def rotation(self, rot: Array) -> Float[Array, "nb 3 3"]:
+        """Body-to-world matrices of the stored attitudes."""
+
+    @abc.abstractmethod
+    def from_rotation(self, R: Float[Array, "nb 3 3"]) -> Array:
+        """Stored attitudes of rotation matrices."""
+
+    def retract(self, rot: Array, x: Float[Array, "nb d"]) -> Array:
+        """Attitude moved by the increment ``x``."""
+        return rot + x
+
+    def W(self, rot: Array) -> Float[Array, "nb 3 d"]:
+        """``omega_bar = W rot_dot`` (body angular velocity of the coordinate rates)."""
+
+        def omega(rdot):
+            A, Adot = jax.jvp(self.rotation, (rot,), (rdot,))
+            return vee(jnp.einsum("bji,bjk->bik", A, Adot))
+
+        nb = rot.shape[0]
+        # omega is linear in rdot and body-separable: one jacfwd, then take the diagonal blocks.
+        jac = jax.jacfwd(omega)(jnp.zeros((nb, self.dim), rot.dtype))
+        return jac[jnp.arange(nb), :, jnp.arange(nb), :]
+
+    def omega(self, rot: Array, rate: Float[Array, "nb d"]) -> Float[Array, "nb 3"]:
+        return _mv(self.W(rot), rate)
+
+    def omega_dot(self, rot: Array, rate: Array, rate_dot: Array) -> Float[Array, "nb 3"]:
+        """Body angular acceleration ``W rate_dot + W_dot rate`` (rot moves with ``rate``)."""
+        return jax.jvp(self.omega, (rot, rate), (rate, rate_dot))[1]
+
+    def rate(self, rot: Array, omega: Float[Array, "nb 3"]) -> Float[Array, "nb d"]:
+        """Coordinate rates of a body angular velocity (the minimum-norm ones for rp)."""
+        W = self.W(rot)
+        return _mv(jnp.linalg.pinv(W), omega)
+
+    def norm_rows(self, rot: Array) -> Float[Array, " k"]:
+        """Extra constraint rows of the formulation (empty unless rp)."""
+        return jnp.zeros((0,), rot.dtype)
+
+
+class RA(AbstractFormulation):
+    """Rotation matrix with multiplicative exponential-map updates (the Lie-group one)."""
+
+    name = "rA"
+    dim = 3
+
+    def rotation(self, rot):
+        return rot
+
+    def from_rotation(self, R):
+        return R
+
+    def retract(self, rot, x):
+        return jnp.einsum("bij,bjk->bik", rot, so3_exp_matrix(x))
+
+    def W(self, rot):
+        return jnp.broadcast_to(jnp.eye(3, dtype=rot.dtype), rot.shape)
+
+    def omega(self, rot, rate):
+        return rate
+
+    def omega_dot(self, rot, rate, rate_dot):
+        return rate_dot
+
+    def rate(self, rot, omega):
+        return omega
+
+
+class RP(AbstractFormulation):
+    """Euler parameters ``p = (e0, e1, e2, e3)`` with a normalisation constraint."""
+
+    name = "rp"
+    dim = 4
+    normalization = True
+
+    def rotation(self, p):
+        e0, e = p[..., 0], p[..., 1:]
+        eye = jnp.eye(3, dtype=p.dtype)
+        return (
+            (e0**2 - jnp.sum(e * e, -1))[..., None, None] * eye
+            + 2.0 * e[..., :, None] * e[..., None, :]
+            + 2.0 * e0[..., None, None] * hat(e)
+        )
+
+    def from_rotation(self, R):
+        return matrix_to_quat(R)
+
+    def W(self, p):
+        e0, e = p[..., 0], p[..., 1:]
+        G = jnp.concatenate([-e[..., :, None], -hat(e) + e0[..., None, None] * jnp.eye(3, dtype=p.dtype)], -1)
+        return 2.0 * G
+
+    def rate(self, p, omega):
+        # p_dot = G^T omega / 2 for a unit p (G G^T = I, G p = 0).
+        return 0.25 * jnp.einsum("bji,bj->bi", self.W(p), omega)
+
+    def norm_rows(self, p):
+        return 0.5 * (jnp.sum(p * p, -1) - 1.0)
+
+
+def _rz(a):
+    c, s = jnp.cos(a), jnp.sin(a)
+    z, o = jnp.zeros_like(a), jnp.ones_like(a)
+    return jnp.stack([jnp.stack([c, -s, z], -1), jnp.stack([s, c, z], -1), jnp.stack([z, z, o], -1)], -2)
+
+
+def _rx(a):
+    c, s = jnp.cos(a), jnp.sin(a)
+    z, o = jnp.zeros_like(a), jnp.ones_like(a)
+    return jnp.stack([jnp.stack([o, z, z], -1), jnp.stack([z, c, -s], -1), jnp.stack([z, s, c], -1)], -2)
+
+
+class RE(AbstractFormulation):
+    """ZXZ Euler angles ``(phi, theta, psi)``; singular at ``theta = 0, pi``."""
+
+    name = "re"
+    dim = 3
+
+    def rotation(self, eps):
+        return _rz(eps[..., 0]) @ _rx(eps[..., 1]) @ _rz(eps[..., 2])
+
+    def from_rotation(self, R):
+        theta = jnp.arccos(jnp.clip(R[..., 2, 2], -1.0, 1.0))
+        phi = jnp.arctan2(R[..., 0, 2], -R[..., 1, 2])
+        psi = jnp.arctan2(R[..., 2, 0], R[..., 2, 1])
+        return jnp.stack([phi, theta, psi], -1)
+
+    def rate(self, eps, omega):
+        return jnp.linalg.solve(self.W(eps), omega[..., None])[..., 0]
+
+
+FORMULATIONS: dict[str, AbstractFormulation] = {"rA": RA(), "rp": RP(), "re": RE()}
+
+
+def get_formulation(name: str) -> AbstractFormulation:
+    if name not in FORMULATIONS:
+        raise ValueError(f"formulation must be one of {tuple(FORMULATIONS)}, got {name!r}")
+    return FORMULATIONS[name]
+
+
+__all__ = ["RA", "RE", "RP", "AbstractFormulation", "FORMULATIONS", "get_formulation", "so3_exp_matrix"]

@@ -1,0 +1,83 @@
+"""Constraint Jacobian ``G``, ``nu`` and ``gamma`` in a formulation, all by autodiff.
+
+The configuration is ``(r, rot)``: ``r`` (nb, 3) world centres of mass, ``rot`` the stored
+attitudes of the formulation. ``Psi(t, r, rot)`` stacks the model's ``Phi(t, r_origin, A)``
+(``r_origin = r - A com``) and the formulation's own rows (rp normalisation). With the chart
+``chart(q, x) = (r + x_r, retract(rot, x_rot))`` and unknown ordering ``[all x_r, all x_rot]``:
+
+    G     = d Psi(t, chart(q, x)) / dx  at x = 0            (seed 003 eqs. 14, 20, 27)
+    nu    = -d Psi / dt                                     (G q_dot = nu)
+    gamma = -d^2/ds^2 Psi(t + s, chart(q, s q_dot)) at s = 0 (G q_ddot = gamma)
+
+For rA the chart is ``A exp(hat(x))``, so ``q_dot = (r_dot, omega_bar)`` and the second
+derivative along ``A exp(s hat(omega_bar))`` is the velocity-quadratic part of ``Phi_ddot``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .formulations import AbstractFormulation
+
+
+def psi(constraints, com, form: AbstractFormulation, t, r, rot) -> Float[Array, " m"]:
+    """All position-level rows: ``Phi`` of the model, then the formulation's rows."""
+    R = form.rotation(rot)
+    origin = r - jnp.einsum("bij,bj->bi", R, com)
+    return jnp.concatenate([constraints.residual(t, origin, R), form.norm_rows(rot)])
+
+
+def split(form: AbstractFormulation, x: Float[Array, " n"], nb: int):
+    """Flat increment ``[x_r, x_rot]`` -> ``(x_r (nb, 3), x_rot (nb, d))``."""
+    return x[: 3 * nb].reshape(nb, 3), x[3 * nb :].reshape(nb, form.dim)
+
+
+def join(xr, xrot) -> Float[Array, " n"]:
+    return jnp.concatenate([xr.reshape(-1), xrot.reshape(-1)])
+
+
+def chart(form: AbstractFormulation, r, rot, x):
+    xr, xrot = split(form, x, r.shape[0])
+    return r + xr, form.retract(rot, xrot)
+
+
+def psi_chart(constraints, com, form, t, r, rot, x):
+    """``Psi(t, chart(q, x))``."""
+    r1, rot1 = chart(form, r, rot, x)
+    return psi(constraints, com, form, t, r1, rot1)
+
+
+def num_coordinates(form: AbstractFormulation, nb: int) -> int:
+    return nb * (3 + form.dim)
+
+
+def jacobian(constraints, com, form, t, r, rot) -> Float[Array, "m n"]:
+    x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
+    return jax.jacfwd(lambda x: psi_chart(constraints, com, form, t, r, rot, x))(x0)
+
+
+def nu(constraints, com, form, t, r, rot) -> Float[Array, " m"]:
+    t = jnp.asarray(t, r.dtype)
+    return -jax.jvp(lambda s: psi(constraints, com, form, s, r, rot), (t,), (jnp.ones_like(t),))[1]
+
+
+def gamma(constraints, com, form, t, r, rot, qdot: Float[Array, " n"]) -> Float[Array, " m"]:
+    t = jnp.asarray(t, r.dtype)
+
+    def along(s):
+        return psi_chart(constraints, com, form, t + s, r, rot, s * qdot)
+
+    def first(s):
+        return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+
+    zero = jnp.zeros((), r.dtype)
+    return -jax.jvp(first, (zero,), (jnp.ones_like(zero),))[1]
+
+
+def reaction(constraints, com, form, t, r, rot, lam: Float[Array, " m"]) -> Float[Array, " n"]:
+    """``G^T lam`` (generalised constraint forces, sign as in ``M q_ddot + G^T lam = Q``)."""
+    x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
+    _, vjp = jax.vjp(lambda x: psi_chart(constraints, com, form, t, r, rot, x), x0)
+    return vjp(lam)[0]

@@ -1,0 +1,110 @@
+"""A rigid-body model written in absolute coordinates: the "legacy" form of seed_000 (13)-(14).
+
+    V_dot = f(t, q, V),        q_dot = H(q)^-1 V,
+
+for ``nb`` stacked bodies. The user supplies ``f`` (e.g. from a mass matrix and forces written
+in Euler angles) and a :class:`~difflie.coords.AbstractChart`; the LGT solvers replace the
+kinematic equation by the local one, ``X_dot = dpsi^-1_{-X}(V)``, and evaluate ``f`` at
+``q = lgt(q_k, X)`` (seed_000 section 4.3, Algorithm A; section 4.4, Algorithm B).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PyTree
+
+from ..lie import _ops
+from .chart import AbstractChart
+from .local import LocalCoordinates
+
+
+def group_velocity(
+    local: LocalCoordinates, R: Float[Array, "*b 3 3"], V: Float[Array, "*b d"], velocity: str
+) -> Float[Array, "*b d"]:
+    """The model velocity ``V`` as the left-trivialised velocity of ``local.group``.
+
+    ``velocity="mixed"``: ``V = (r_dot, omega_body)``; ``"body"``: ``V = (R^T r_dot, omega_body)``.
+    SO(3)xR3 needs the mixed one, SE(3) the body twist (seed_000 section 4.4, compatibility).
+    """
+    if local.group == "SO3":
+        return V
+    if local.group == "SO3xR3" and velocity == "body":
+        return jnp.concatenate([_ops.matvec(R, V[..., :3]), V[..., 3:]], axis=-1)
+    if local.group == "SE3" and velocity == "mixed":
+        return jnp.concatenate([_ops.matvec(_ops.transpose(R), V[..., :3]), V[..., 3:]], axis=-1)
+    return V
+
+
+def world_velocity(R: Float[Array, "*b 3 3"], V: Float[Array, "*b 6"], velocity: str) -> Float[Array, "*b 3"]:
+    """World velocity of the body-frame origin."""
+    return V[..., :3] if velocity == "mixed" else _ops.matvec(R, V[..., :3])
+
+
+class AbsoluteModel(eqx.Module):
+    """Rigid bodies in absolute coordinates ``q`` with velocities ``V`` (one row per body).
+
+    **Arguments:**
+
+    - `chart`: the rotation coordinates, e.g. ``EulerAngles("xyz")``.
+    - `acceleration`: ``f(t, q, V, args) -> V_dot`` with ``q`` of shape ``(nb, n)`` and ``V``
+      of shape ``(nb, d)``. It may use ``chart`` (``chart.rotation(q)`` etc.) freely.
+    - `q0`, `V0`: initial state. ``V0`` with last axis 3 makes a rotation-only model
+      (``q = theta``, ``V = omega_body``: a body turning about a fixed point); last axis 6 a free
+      body (``q = (r, theta)``, ``V = (v, omega_body)``, ``v`` as given by `velocity`).
+    - `velocity`: ``"mixed"`` (``v = r_dot``, world) or ``"body"`` (``v = R^T r_dot``).
+    - `args`: passed to `acceleration`.
+    """
+
+    chart: AbstractChart
+    acceleration: Callable[..., Array]
+    q0: Float[Array, "nb n"]
+    V0: Float[Array, "nb d"]
+    args: PyTree[Any] = None
+    velocity: Literal["mixed", "body"] = eqx.field(static=True, default="mixed")
+
+    def __check_init__(self):
+        if not isinstance(self.chart, AbstractChart):
+            raise ValueError(f"AbsoluteModel: chart must be an AbstractChart, got {type(self.chart).__name__}")
+        if self.velocity not in ("mixed", "body"):
+            raise ValueError(f"AbsoluteModel: velocity must be 'mixed' or 'body', got {self.velocity!r}")
+        q0, V0 = jnp.shape(self.q0), jnp.shape(self.V0)
+        if len(q0) != 2 or len(V0) != 2 or q0[0] != V0[0] or V0[1] not in (3, 6):
+            raise ValueError(f"AbsoluteModel: q0 must be (nb, n) and V0 (nb, 3 or 6); got {q0} and {V0}")
+        n = self.chart.dim + (3 if V0[1] == 6 else 0)
+        if q0[1] != n:
+            raise ValueError(
+                f"AbsoluteModel: {type(self.chart).__name__} with V0 of width {V0[1]} needs q0 of width {n}, "
+                f"got {q0[1]}"
+            )
+
+    @property
+    def num_bodies(self) -> int:
+        return jnp.shape(self.q0)[0]
+
+    @property
+    def rotation_only(self) -> bool:
+        return jnp.shape(self.V0)[-1] == 3
+
+    def group(self, group) -> str:
+        """The group actually used: SO(3) for rotation-only models."""
+        return "SO3" if self.rotation_only else LocalCoordinates(group).group
+
+    def rotation(self, q: Float[Array, "nb n"]) -> Float[Array, "nb 3 3"]:
+        return self.chart.rotation(q, "SO3" if self.rotation_only else "SO3xR3")
+
+    def q_dot(self, q: Float[Array, "nb n"], V: Float[Array, "nb d"]) -> Float[Array, "nb n"]:
+        """The classical kinematics (14), ``q_dot = H(q)^-1 V``: singular where the chart is."""
+        theta = q if self.rotation_only else q[..., 3:]
+        theta_dot = _ops.matvec(self.chart.H_inverse(theta), V[..., -3:])
+        if self.rotation_only:
+            return theta_dot
+        return jnp.concatenate([world_velocity(self.chart.to_rotation(theta), V, self.velocity), theta_dot], -1)
+
+    def vector_field(self, t, y: tuple[Array, Array], args) -> tuple[Array, Array]:
+        """``(q_dot, V_dot)``: the legacy ODE, e.g. for ``diffrax.ODETerm`` (``args`` as given)."""
+        q, V = y
+        return self.q_dot(q, V), self.acceleration(t, q, V, args)

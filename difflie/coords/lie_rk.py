@@ -1,0 +1,182 @@
+"""Algorithm A of seed_000 (section 4.3): Munthe-Kaas Runge-Kutta driving an absolute-coordinate
+model through the LGT map.
+
+Per step, from ``X = 0`` at ``q_k``, with an explicit tableau ``(a, b, c)``:
+
+    X_i = h sum_j a_ij KX_j,   V_i = V_k + h sum_j a_ij KV_j,   q_i = lgt(q_k, X_i),
+    KV_i = f(t_k + c_i h, q_i, V_i),   KX_i = dpsi^-1_{-X_i}(V_i),
+    q_{k+1} = lgt(q_k, h sum_i b_i KX_i),   V_{k+1} = V_k + h sum_i b_i KV_i.
+
+The model (``f`` in absolute coordinates) is unchanged; the integration is singularity-free
+whatever the chart, and with the same tableau the rotations equal those of RKMK on the group.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
+from .absolute_model import AbsoluteModel, group_velocity, world_velocity
+from .local import LocalCoordinates
+
+
+class Tableau(eqx.Module):
+    """Explicit Butcher tableau: ``c``, rows of the strictly lower ``a``, ``b``, ``b_error``."""
+
+    c: tuple[float, ...] = eqx.field(static=True)
+    a: tuple[tuple[float, ...], ...] = eqx.field(static=True)
+    b: tuple[float, ...] = eqx.field(static=True)
+    b_error: tuple[float, ...] | None = eqx.field(static=True, default=None)
+
+    @classmethod
+    def convert(cls, tableau: Any) -> Tableau:
+        """From :mod:`difflie.solvers.tableaux` (or anything with ``c, a, b[, b_error]``), from
+        a ``diffrax`` tableau (``a_lower, b_sol, b_error, c``), or from a solver holding one."""
+        if isinstance(tableau, Tableau):
+            return tableau
+        inner = getattr(tableau, "tableau", None)
+        if inner is not None and not hasattr(tableau, "b") and not hasattr(tableau, "b_sol"):
+            return cls.convert(inner)
+        if hasattr(tableau, "a_lower"):  # diffrax.ButcherTableau
+            c = (0.0,) + tuple(float(x) for x in tableau.c)
+            a = ((),) + tuple(tuple(float(x) for x in row) for row in tableau.a_lower)
+            b = tuple(float(x) for x in tableau.b_sol)
+            be = None if tableau.b_error is None else tuple(float(x) for x in tableau.b_error)
+            return cls(c, a, b, be)
+        if all(hasattr(tableau, k) for k in ("a", "b", "c")):
+            be = getattr(tableau, "b_error", None)
+            return cls(
+                tuple(float(x) for x in tableau.c),
+                tuple(tuple(float(x) for x in row) for row in tableau.a),
+                tuple(float(x) for x in tableau.b),
+                None if be is None else tuple(float(x) for x in be),
+            )
+        raise ValueError(f"not a Runge-Kutta tableau (or a solver holding one): {tableau!r}")
+
+    def __check_init__(self):
+        s = len(self.b)
+        if len(self.c) != s or len(self.a) != s or any(len(row) != i for i, row in enumerate(self.a)):
+            raise ValueError(f"Tableau: inconsistent sizes c={len(self.c)}, b={s}, a rows={[len(r) for r in self.a]}")
+        if self.b_error is not None and len(self.b_error) != s:
+            raise ValueError(f"Tableau: b_error has {len(self.b_error)} entries for {s} stages")
+
+
+# Classical RK4, the default.
+RK4 = Tableau((0.0, 0.5, 0.5, 1.0), ((), (0.5,), (0.0, 0.5), (0.0, 0.0, 1.0)), (1 / 6, 1 / 3, 1 / 3, 1 / 6))
+
+
+class LGTRungeKutta(AbstractSolver):
+    """RKMK through the LGT map for an :class:`AbsoluteModel` (seed_000 Algorithm A).
+
+    **Arguments:**
+
+    - `tableau`: an explicit tableau (:class:`Tableau`, a :mod:`difflie.solvers.tableaux` entry,
+      a ``diffrax`` tableau, or a solver that holds one). Default: classical RK4.
+    - `method_order`: the tableau's order (reported as ``order``); taken from a solver's
+      ``order`` attribute (e.g. ``difflie.solvers.rkmk.RKMK4()``) when not given.
+    - `group`: local group, ``"SO3xR3"`` or ``"SE3"`` (rotation-only models use SO(3)).
+    - `psi`: ``"exp"`` or ``"cay"`` local coordinates.
+
+    State ``y = (q, V)``; the error estimate (embedded tableaux) is ``(dX, dV)`` in local
+    coordinates. Every step restarts from ``X = 0``, so FSAL stages are not reused.
+    """
+
+    tableau: Tableau = RK4
+    method_order: int = eqx.field(static=True, default=4)
+    group: str = eqx.field(static=True, default="SO3xR3")
+    psi: str = eqx.field(static=True, default="exp")
+
+    def __init__(self, tableau: Any = RK4, method_order: int | None = None, group="SO3xR3", psi: str = "exp"):
+        self.tableau = Tableau.convert(tableau)
+        if method_order is None:
+            method_order = getattr(tableau, "order", None)
+            if method_order is None and tableau is RK4:
+                method_order = 4
+            if not isinstance(method_order, int):
+                raise ValueError("LGTRungeKutta: give method_order for this tableau")
+        self.method_order = int(method_order)
+        local = LocalCoordinates(group, psi)  # validates
+        self.group, self.psi = local.group, local.psi
+
+    @property
+    def order(self) -> int:  # type: ignore[override]
+        return self.method_order
+
+    @property
+    def adaptive(self) -> bool:  # type: ignore[override]
+        return self.tableau.b_error is not None
+
+    def _check(self, model) -> LocalCoordinates:
+        if not isinstance(model, AbsoluteModel):
+            raise ValueError(f"LGTRungeKutta integrates an AbsoluteModel, got {type(model).__name__}")
+        return LocalCoordinates(model.group(self.group), self.psi)
+
+    def init(self, model, t0, dt0):
+        self._check(model)
+        return (model.q0, model.V0), None
+
+    def step(self, model, t0, t1, y0, solver_state):
+        local = self._check(model)
+        chart, tab = model.chart, self.tableau
+        q0, V0 = y0
+        h = t1 - t0
+        KX, KV = [], []
+        for i, (ci, row) in enumerate(zip(tab.c, tab.a)):
+            if i == 0:
+                Xi, Vi, qi = jnp.zeros(V0.shape[:-1] + (local.tangent_dim,), V0.dtype), V0, q0
+            else:
+                Xi = h * sum(a * k for a, k in zip(row, KX) if a != 0.0)
+                Vi = V0 + h * sum(a * k for a, k in zip(row, KV) if a != 0.0)
+                qi = chart.lgt(q0, Xi, local.group, local.psi)
+            KV.append(model.acceleration(t0 + ci * h, qi, Vi, model.args))
+            KX.append(local.kinematics(Xi, group_velocity(local, model.rotation(qi), Vi, model.velocity)))
+        X1 = h * sum(b * k for b, k in zip(tab.b, KX) if b != 0.0)
+        V1 = V0 + h * sum(b * k for b, k in zip(tab.b, KV) if b != 0.0)
+        q1 = chart.lgt(q0, X1, local.group, local.psi)
+        y_error = None
+        if tab.b_error is not None:
+            y_error = (
+                h * sum(b * k for b, k in zip(tab.b_error, KX) if b != 0.0),
+                h * sum(b * k for b, k in zip(tab.b_error, KV) if b != 0.0),
+            )
+        finite = jnp.all(jnp.isfinite(q1)) & jnp.all(jnp.isfinite(V1))
+        result = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite)
+        stats = StepStats(evaluations=jnp.asarray(len(tab.b)), newton_iterations=jnp.asarray(0))
+        return (q1, V1), y_error, solver_state, stats, result
+
+    def observe(self, model, y) -> BodyState:
+        q, V = y
+        R = model.rotation(q)
+        if model.rotation_only:
+            zero = jnp.zeros(q.shape[:-1] + (3,), q.dtype)
+            return BodyState(position=zero, rotation=R, velocity=zero, angular_velocity=V)
+        return BodyState(
+            position=q[..., :3], rotation=R, velocity=world_velocity(R, V, model.velocity), angular_velocity=V[..., 3:]
+        )
+
+
+def integrate(
+    model: AbsoluteModel, solver: LGTRungeKutta, t0: Float[Array, ""], dt: Float[Array, ""], n_steps: int
+) -> tuple[Array, Array, Array]:
+    """Fixed-step run: ``(ts, q, V)`` at the ``n_steps + 1`` grid times (``lax.scan``).
+
+    Raises (via ``eqx.error_if``) if a step produced a non-finite state.
+    """
+    dtype = jnp.result_type(model.q0)
+    t0, dt = jnp.asarray(t0, dtype), jnp.asarray(dt, dtype)
+
+    def body(y, k):
+        ta = t0 + k * dt
+        y1, _, _, _, result = solver.step(model, ta, ta + dt, y, None)
+        return y1, (y1, result)
+
+    y0, _ = solver.init(model, t0, dt)
+    _, ((q, V), results) = jax.lax.scan(body, y0, jnp.arange(n_steps, dtype=dtype))
+    q = eqx.error_if(q, jnp.any(results != RESULTS.successful), "LGT integration: non-finite state")
+    ts = t0 + dt * jnp.arange(n_steps + 1, dtype=dtype)
+    return ts, jnp.concatenate([y0[0][None], q]), jnp.concatenate([y0[1][None], V])

@@ -1,0 +1,371 @@
+"""Model files: the native JSON format and the seed-003 C2 ``.json`` / C1 ``.mdl`` files.
+
+Schema (a superset of seed 003's; see DESIGN.md "Command line and files")::
+
+    {"name": ..., "gravity": [0, 0, -9.81],                       (optional)
+     "bodies": [{"name": "ground", "id": 0},                      (the ground: no state)
+                {"name": ..., "id": 1, "r": [3], "r_dot": [3], "A": [[3x3]], "omega": [3],
+                 "mass": m, "inertia": [[3x3]] or [3] (diagonal)}, ...],
+     "constraints": [{"name": ..., "type": "DP1" | "DP2" | "D" | "CD" | "angle" | "dp1_swap",
+                      "body_i": id, "body_j": id, "a_bar_i": ..., "f": "expression of t"}, ...],
+     "joints": [{"type": "spherical" | "revolute" | "universal" | "cylindrical" | "prismatic"
+                 | "fixed", "body_i": id, "body_j": id, ...}, ...]}              (optional)
+
+``r`` is the COM (= body-frame origin), ``A`` maps body to world (row-major), ``omega`` is the
+body-frame angular velocity. ``f`` strings go through the safe evaluator :mod:`difflie.expr`;
+their derivatives come from autodiff and the files' ``f_dot`` / ``f_ddot`` are ignored (some
+are wrong). Mass and inertia missing from the file are given by the caller, per body name.
+
+After loading, the initial configuration is assembled at ``t = 0`` (with a warning stating the
+residual when it exceeds ``1e-6``) and the initial velocities are projected onto the velocity
+constraints (with a warning when they change by more than ``1e-6``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+
+from .. import constraints as C
+from ..body import RigidBody
+from ..expr import Expression, ExpressionError
+from ..model import Model
+
+_BASIC_FIELDS = {
+    "DP1": ("a_bar_i", "a_bar_j"),
+    "DP2": ("a_bar_i", "s_bar_p_i", "s_bar_q_j"),
+    "D": ("s_bar_p_i", "s_bar_q_j"),
+    "CD": ("c", "s_bar_p_i", "s_bar_q_j"),
+    "angle": ("a_bar_i", "b_bar_j", "c_bar_j"),
+    "dp1_swap": ("a_bar_i", "b_bar_j", "c_bar_j"),
+}
+_JOINT_FIELDS = {
+    "spherical": ("s_bar_i", "s_bar_j"),
+    "revolute": ("s_bar_i", "axis_i", "s_bar_j", "axis_j"),
+    "universal": ("s_bar_i", "a_bar_i", "s_bar_j", "a_bar_j"),
+    "cylindrical": ("s_bar_i", "axis_i", "s_bar_j", "axis_j"),
+    "prismatic": ("s_bar_i", "axis_i", "s_bar_j", "axis_j", "ref_i", "ref_j"),
+    "fixed": ("s_bar_i", "s_bar_j"),
+}
+ASSEMBLY_WARN = 1e-6
+
+
+class ModelFileError(ValueError):
+    """A model file entry that is missing or malformed; the message names its JSON path."""
+
+
+def _array(value, path: str, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelFileError(f"{path}: expected numbers with shape {shape}, got {value!r}") from None
+    if arr.shape != shape:
+        raise ModelFileError(f"{path}: expected shape {shape}, got {arr.shape} ({value!r})")
+    if not np.all(np.isfinite(arr)):
+        raise ModelFileError(f"{path}: values must be finite, got {value!r}")
+    return arr
+
+
+def _get(entry: Mapping, key: str, path: str):
+    if key not in entry:
+        raise ModelFileError(f"{path}: missing key {key!r}")
+    return entry[key]
+
+
+def _expression(value, path: str):
+    """A constant float or an :class:`Expression` of ``t``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if callable(value):
+        return value
+    if not isinstance(value, str):
+        raise ModelFileError(f"{path}: expected a number or an expression string of t, got {value!r}")
+    try:
+        expr = Expression(value)
+    except ExpressionError as err:
+        raise ModelFileError(f"{path}: {err}") from None
+    if expr.is_constant():
+        return float(expr(0.0))
+    return expr
+
+
+def _per_body(value, names: list[str], what: str, shape) -> list[np.ndarray | None]:
+    """Caller-supplied mass / inertia: a mapping by body name or a sequence in file order."""
+    if value is None:
+        return [None] * len(names)
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(names)
+        if unknown:
+            raise ValueError(f"load_model: {what} given for unknown bodies {sorted(unknown)}; bodies are {names}")
+        items = [value.get(n) for n in names]
+    else:
+        items = list(value)
+        if len(items) != len(names):
+            raise ValueError(f"load_model: {what} has {len(items)} entries for {len(names)} bodies {names}")
+    out = []
+    for n, v in zip(names, items):
+        if v is None:
+            out.append(None)
+            continue
+        arr = np.asarray(v, dtype=float)
+        if what == "inertia" and arr.shape == (3,):
+            arr = np.diag(arr)
+        if arr.shape != shape:
+            raise ValueError(f"load_model: {what} of body {n!r} must have shape {shape}, got {arr.shape}")
+        out.append(arr)
+    return out
+
+
+def _nearest_rotation(A: np.ndarray, path: str) -> np.ndarray:
+    """Project the printed (rounded) matrix onto SO(3); reject anything far from a rotation."""
+    U, _, Vt = np.linalg.svd(A)
+    R = U @ Vt
+    if np.linalg.det(R) < 0 or np.abs(R - A).max() > 1e-4:
+        raise ModelFileError(f"{path}: not a rotation matrix (A^T A - I up to {np.abs(A.T @ A - np.eye(3)).max():.2e})")
+    return R
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise ModelFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(data, dict):
+        raise ModelFileError(f"{path}: the top level must be a JSON object")
+    return data
+
+
+def _driver(value, path: str):
+    if isinstance(value, str):
+        try:
+            return Expression(value)
+        except ExpressionError as err:
+            raise ModelFileError(f"{path}: {err}") from None
+    if callable(value):
+        return value
+    raise ModelFileError(f"{path}: a driver must be an expression string or a callable of t, got {value!r}")
+
+
+def load_model(
+    path: str | os.PathLike,
+    *,
+    mass=None,
+    inertia=None,
+    drivers: Mapping[str, str | Callable] | None = None,
+    angle_drivers: Mapping[str, Mapping[str, Any]] | None = None,
+    gravity=None,
+    assemble: bool = True,
+    **builtin_kwargs,
+) -> Model:
+    """Load a model file (native JSON, seed-003 C2 ``.json`` or C1 ``.mdl``) or a built-in name.
+
+    ``mass`` / ``inertia``: per body (mapping by body name, or a sequence in file order); they
+    override the file's values. ``drivers``: ``{constraint name: expression or callable}``
+    replacing a constraint's ``f`` (the C2 files carry placeholder driver strings).
+    ``angle_drivers``: ``{name of a DP1 driver: {"theta": expr, "a_bar_i" or "a_bar_j": v,
+    "swap": bool}}`` turns a DP1 driver ``cos(theta(t))`` into the rank-safe angle row (or, with
+    ``"swap": true``, the seed codes' switch to the alternate DP1 whose vector ``v`` replaces
+    ``a_bar_i`` / ``a_bar_j`` and whose ``f`` is ``sin(theta(t))``).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return _builtin(path, builtin_kwargs)
+    if builtin_kwargs:
+        raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a model file")
+    data = _read(path)
+    bodies_raw = _get(data, "bodies", "$")
+    cons_raw = data.get("constraints", [])
+    joints_raw = data.get("joints", [])
+    if not isinstance(bodies_raw, list) or not bodies_raw:
+        raise ModelFileError("$.bodies: expected a non-empty list of bodies")
+    if not isinstance(cons_raw, list) or not isinstance(joints_raw, list):
+        raise ModelFileError("$.constraints and $.joints must be lists")
+
+    ids: dict[Any, int] = {}
+    names: list[str] = []
+    state = {"r": [], "r_dot": [], "A": [], "omega": []}
+    file_mass, file_inertia = [], []
+    for k, b in enumerate(bodies_raw):
+        bp = f"$.bodies[{k}]"
+        if not isinstance(b, dict):
+            raise ModelFileError(f"{bp}: expected an object")
+        name = str(_get(b, "name", bp))
+        bid = _get(b, "id", bp)
+        if bid in ids or (name == "ground" and C.GROUND in ids.values()):
+            raise ModelFileError(f"{bp}.id: duplicate body id {bid!r}")
+        if name == "ground":
+            ids[bid] = C.GROUND
+            continue
+        if name in names:
+            raise ModelFileError(f"{bp}.name: duplicate body name {name!r}")
+        ids[bid] = len(names)
+        names.append(name)
+        state["r"].append(_array(_get(b, "r", bp), f"{bp}.r", (3,)))
+        state["r_dot"].append(_array(b.get("r_dot", [0, 0, 0]), f"{bp}.r_dot", (3,)))
+        state["A"].append(_nearest_rotation(_array(_get(b, "A", bp), f"{bp}.A", (3, 3)), f"{bp}.A"))
+        state["omega"].append(_array(b.get("omega", [0, 0, 0]), f"{bp}.omega", (3,)))
+        file_mass.append(None if "mass" not in b else float(_array(b["mass"], f"{bp}.mass", ())))
+        if "inertia" in b:
+            J = np.asarray(b["inertia"], dtype=float)
+            J = np.diag(J) if J.shape == (3,) else J
+            file_inertia.append(_array(J, f"{bp}.inertia", (3, 3)))
+        else:
+            file_inertia.append(None)
+    if not names:
+        raise ModelFileError("$.bodies: no body besides the ground")
+
+    masses = [u if u is not None else float(f) if f is not None else None for u, f in zip(_per_body(mass, names, "mass", ()), file_mass)]
+    inertias = [u if u is not None else f for u, f in zip(_per_body(inertia, names, "inertia", (3, 3)), file_inertia)]
+    for k, n in enumerate(names):
+        if masses[k] is None:
+            raise ValueError(f"load_model: body {n!r} has no mass in {path}; pass mass={{{n!r}: ...}}")
+        if inertias[k] is None:
+            raise ValueError(f"load_model: body {n!r} has no inertia in {path}; pass inertia={{{n!r}: ...}}")
+
+    drivers = dict(drivers or {})
+    angle_drivers = dict(angle_drivers or {})
+    rows = []
+    seen = set()
+    for k, c in enumerate(cons_raw):
+        cp = f"$.constraints[{k}]"
+        if not isinstance(c, dict):
+            raise ModelFileError(f"{cp}: expected an object")
+        kind = _get(c, "type", cp)
+        if kind not in _BASIC_FIELDS:
+            raise ModelFileError(f"{cp}.type: expected one of {sorted(_BASIC_FIELDS)}, got {kind!r}")
+        name = str(c.get("name", f"{kind}_{k}"))
+        seen.add(name)
+        bi, bj = _body(ids, c, "body_i", cp), _body(ids, c, "body_j", cp)
+        vecs = [_array(_get(c, key, cp), f"{cp}.{key}", (3,)) for key in _BASIC_FIELDS[kind]]
+        if kind in ("angle", "dp1_swap"):
+            theta = _expression(_get(c, "theta", cp), f"{cp}.theta")
+            rows.append(_make_angle(kind, bi, vecs[0], bj, vecs[1], vecs[2], theta, name))
+            continue
+        f = _driver(drivers[name], f"drivers[{name!r}]") if name in drivers else _expression(c.get("f", 0.0), f"{cp}.f")
+        if name in angle_drivers:
+            if kind != "DP1":
+                raise ValueError(f"load_model: angle_drivers[{name!r}]: constraint {name!r} is a {kind}, not a DP1")
+            rows.append(_angle_from_dp1(name, bi, vecs[0], bj, vecs[1], angle_drivers[name]))
+            continue
+        builder = {"DP1": C.dp1, "DP2": C.dp2, "D": C.d, "CD": C.cd}[kind]
+        if kind == "CD":
+            rows.append(C.cd(vecs[0], bi, vecs[1], bj, vecs[2], f=f, name=name))
+        elif kind == "DP2":
+            rows.append(C.dp2(bi, vecs[0], vecs[1], bj, vecs[2], f=f, name=name))
+        else:
+            rows.append(builder(bi, vecs[0], bj, vecs[1], f=f, name=name))
+    for k, j in enumerate(joints_raw):
+        rows.extend(_joint(ids, j, f"$.joints[{k}]"))
+    unknown = (set(drivers) | set(angle_drivers)) - seen
+    if unknown:
+        raise ValueError(f"load_model: drivers given for unknown constraints {sorted(unknown)}")
+
+    g = data.get("gravity", [0.0, 0.0, -9.81]) if gravity is None else gravity
+    g = _array(g, "$.gravity", (3,))
+    bodies = _rigid_bodies(np.asarray(masses), np.stack(inertias), tuple(names))
+    model = Model(
+        bodies,
+        r0=np.stack(state["r"]),
+        R0=np.stack(state["A"]),
+        v0=np.stack(state["r_dot"]),
+        omega0=np.stack(state["omega"]),
+        gravity=g,
+        constraints=C.ConstraintSet(rows, len(names)) if rows else None,
+        body_names=tuple(names),
+    )
+    return consistent_initial_state(model, label=path) if (assemble and rows) else model
+
+
+def _body(ids, entry, key, path) -> int:
+    bid = _get(entry, key, path)
+    if bid not in ids:
+        raise ModelFileError(f"{path}.{key}: unknown body id {bid!r} (known ids: {sorted(map(str, ids))})")
+    return ids[bid]
+
+
+def _make_angle(kind, bi, a, bj, b, c, theta, name):
+    theta = theta if callable(theta) else C.Driver(lambda t, v: v + 0.0 * t, jnp.asarray(theta))
+    return (C.angle if kind == "angle" else C.dp1_swap)(bi, a, bj, b, c, theta, name=name)
+
+
+def _angle_from_dp1(name, bi, a_i, bj, a_j, spec):
+    """DP1 ``a_i . a_j = cos theta`` + alternate vector -> angle (or swap) row."""
+    if not isinstance(spec, Mapping) or "theta" not in spec:
+        raise ValueError(f"load_model: angle_drivers[{name!r}] must be a mapping with 'theta' and 'a_bar_i' or 'a_bar_j'")
+    theta = _expression(spec["theta"], f"angle_drivers[{name!r}].theta")
+    kind = "dp1_swap" if spec.get("swap", False) else "angle"
+    if "a_bar_j" in spec:  # alternate vector on body j: the fixed pair (a_j, alt) is on j
+        alt = _array(spec["a_bar_j"], f"angle_drivers[{name!r}].a_bar_j", (3,))
+        return _make_angle(kind, bi, a_i, bj, a_j, alt, theta, name)
+    if "a_bar_i" in spec:  # the pair is on body i: swap the roles of the bodies
+        alt = _array(spec["a_bar_i"], f"angle_drivers[{name!r}].a_bar_i", (3,))
+        return _make_angle(kind, bj, a_j, bi, a_i, alt, theta, name)
+    raise ValueError(f"load_model: angle_drivers[{name!r}] needs the alternate vector 'a_bar_i' or 'a_bar_j'")
+
+
+def _joint(ids, j, jp):
+    if not isinstance(j, dict):
+        raise ModelFileError(f"{jp}: expected an object")
+    kind = _get(j, "type", jp)
+    if kind not in _JOINT_FIELDS:
+        raise ModelFileError(f"{jp}.type: expected one of {sorted(_JOINT_FIELDS)}, got {kind!r}")
+    bi, bj = _body(ids, j, "body_i", jp), _body(ids, j, "body_j", jp)
+    v = {key: _array(_get(j, key, jp), f"{jp}.{key}", (3,)) for key in _JOINT_FIELDS[kind]}
+    name = str(j.get("name", f"{kind}_{jp}"))
+    if kind == "spherical":
+        return C.spherical(bi, v["s_bar_i"], bj, v["s_bar_j"], name)
+    if kind in ("revolute", "cylindrical"):
+        fn = C.revolute if kind == "revolute" else C.cylindrical
+        return fn(bi, v["s_bar_i"], v["axis_i"], bj, v["s_bar_j"], v["axis_j"], name)
+    if kind == "universal":
+        return C.universal(bi, v["s_bar_i"], v["a_bar_i"], bj, v["s_bar_j"], v["a_bar_j"], name)
+    if kind == "prismatic":
+        return C.prismatic(bi, v["s_bar_i"], v["axis_i"], bj, v["s_bar_j"], v["axis_j"], v["ref_i"], v["ref_j"], name)
+    rel = None if "relative_rotation" not in j else _array(j["relative_rotation"], f"{jp}.relative_rotation", (3, 3))
+    return C.fixed(bi, v["s_bar_i"], bj, v["s_bar_j"], rel, name)
+
+
+def _rigid_bodies(mass, inertia, names) -> RigidBody:
+    return RigidBody(jnp.asarray(mass), jnp.asarray(inertia), names=names)
+
+
+def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model") -> Model:
+    """Assemble the initial configuration and project the velocities (rA), warning on changes."""
+    from ..kinematics import assemble, project_velocity
+
+    form = "rA"
+    dtype = jnp.result_type(model.r0)
+    r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
+    res0 = float(jnp.max(jnp.abs(model.constraints.residual(t0, r0 - jnp.einsum("bij,bj->bi", R0, model.bodies.com), R0))))
+    r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form)
+    if res0 > ASSEMBLY_WARN:
+        warnings.warn(
+            f"{label}: initial configuration violates the constraints by {res0:.3e}; assembled at "
+            f"t = {t0} ({int(iters)} Gauss-Newton iterations, residual now {float(res):.1e})",
+            stacklevel=3,
+        )
+    if not float(res) < 1e-9:
+        raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
+    v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
+    dv = float(jnp.max(jnp.abs(jnp.concatenate([(v - model.v0).ravel(), (w - model.omega0).ravel()]))))
+    if dv > ASSEMBLY_WARN:
+        warnings.warn(f"{label}: initial velocities inconsistent by {dv:.3e}; projected onto the velocity constraints", stacklevel=3)
+    return eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0), model, (r, R, v, w))
+
+
+def _builtin(name: str, kwargs) -> Model:
+    from .. import models
+    from ..models import planar
+
+    fn = getattr(models, name, None) or getattr(planar, name, None)
+    if fn is None or not callable(fn) or name.startswith("_"):
+        raise ValueError(f"load_model: {name!r} is neither a file nor a built-in model")
+    return fn(**kwargs)

@@ -1,0 +1,122 @@
+"""Model: bodies, forces, gravity, optional constraints and the initial state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+from .body import RigidBody, _concrete
+from .forces import AbstractForce, gravity_forces
+
+
+FORMULATIONS = ("so3xr3", "se3", "ulvc")
+
+
+class Model(eqx.Module):
+    """A multibody model with ``nb`` stacked bodies.
+
+    Initial conditions: ``r0`` world COM positions, ``R0`` body-to-world rotations, ``v0`` world
+    COM velocities, ``omega0`` body angular velocities (all with leading axis nb).
+
+    ``fixed_origin[i]`` pins the body-frame origin of body ``i`` in space (a body turning about
+    a fixed point, written about that point, as the heavy top without constraints): its COM
+    is then ``com`` away from the pivot and ``v0`` is implied by ``omega0`` (it is ignored).
+    ``formulation`` picks the equations of motion used by the explicit solvers: Newton-Euler
+    on SO(3)xR3 (``"so3xr3"``, world COM velocity), on SE(3) (``"se3"``, body twist) or the
+    unified local velocity coordinates (``"ulvc"``, with hexahedron half-sides ``ulvc_lengths``).
+    """
+
+    bodies: RigidBody
+    r0: Float[Array, "nb 3"]
+    R0: Float[Array, "nb 3 3"]
+    v0: Float[Array, "nb 3"]
+    omega0: Float[Array, "nb 3"]
+    gravity: Float[Array, "3"]
+    forces: tuple[AbstractForce, ...]
+    constraints: Any
+    ulvc_lengths: Float[Array, "nb 3"]
+    body_names: tuple[str, ...] = eqx.field(static=True)
+    fixed_origin: tuple[bool, ...] = eqx.field(static=True)
+    formulation: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        bodies: RigidBody,
+        *,
+        r0: ArrayLike | None = None,
+        R0: ArrayLike | None = None,
+        v0: ArrayLike | None = None,
+        omega0: ArrayLike | None = None,
+        gravity: ArrayLike = (0.0, 0.0, -9.81),
+        forces: tuple[AbstractForce, ...] | list = (),
+        constraints: Any = None,
+        body_names: tuple[str, ...] | None = None,
+        fixed_origin: tuple[bool, ...] | bool = False,
+        formulation: str = "so3xr3",
+        ulvc_lengths: ArrayLike = 1.0,
+    ):
+        if not isinstance(bodies, RigidBody):
+            raise ValueError(f"Model: bodies must be a RigidBody, got {type(bodies).__name__}")
+        nb = bodies.num_bodies
+        dtype = bodies.mass.dtype
+        as3 = lambda x, default: jnp.broadcast_to(  # noqa: E731
+            jnp.asarray(default if x is None else x, dtype=dtype), (nb, 3)
+        )
+        self.bodies = bodies
+        self.r0 = as3(r0, 0.0)
+        self.R0 = jnp.broadcast_to(jnp.asarray(np.eye(3) if R0 is None else R0, dtype=dtype), (nb, 3, 3))
+        self.v0 = as3(v0, 0.0)
+        self.omega0 = as3(omega0, 0.0)
+        self.gravity = jnp.broadcast_to(jnp.asarray(gravity, dtype=dtype), (3,))
+        self.forces = tuple(forces)
+        self.constraints = constraints
+        self.ulvc_lengths = as3(ulvc_lengths, 1.0)
+        if body_names is None:
+            body_names = bodies.names if bodies.names is not None else tuple(f"body{i}" for i in range(nb))
+        self.body_names = tuple(str(n) for n in body_names)
+        if isinstance(fixed_origin, (bool, np.bool_)):
+            fixed_origin = (bool(fixed_origin),) * nb
+        self.fixed_origin = tuple(bool(f) for f in fixed_origin)
+        self.formulation = formulation
+        self._validate(nb)
+
+    def _validate(self, nb: int) -> None:
+        if len(self.body_names) != nb:
+            raise ValueError(f"Model: {len(self.body_names)} body_names for {nb} bodies")
+        if len(set(self.body_names)) != nb:
+            raise ValueError(f"Model: body_names must be unique, got {self.body_names}")
+        if len(self.fixed_origin) != nb:
+            raise ValueError(f"Model: fixed_origin has {len(self.fixed_origin)} entries for {nb} bodies")
+        if self.formulation not in FORMULATIONS:
+            raise ValueError(f"Model: formulation must be one of {FORMULATIONS}, got {self.formulation!r}")
+        for f in self.forces:
+            if not callable(f):
+                raise ValueError(f"Model: force element {f!r} is not callable")
+        R = _concrete(self.R0)
+        if R is not None:
+            err = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-1, -2))
+            det = np.linalg.det(R)
+            for i in range(nb):
+                if not (err[i] < 1e-6 and det[i] > 0):
+                    raise ValueError(f"Model: R0 of body {self.body_names[i]!r} is not a rotation matrix")
+        lengths = _concrete(self.ulvc_lengths)
+        if lengths is not None and not np.all(lengths > 0):
+            raise ValueError("Model: ulvc_lengths must be positive")
+
+    @property
+    def num_bodies(self) -> int:
+        return self.bodies.num_bodies
+
+    def applied_forces(
+        self, t, r: Array, R: Array, rdot: Array, omega: Array
+    ) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
+        """World force at the COM and body-axes torque about the COM, gravity included."""
+        f, tau = gravity_forces(self.bodies.mass, self.gravity, r)
+        for element in self.forces:  # one element per force type, each stacked
+            fe, te = element(t, r, R, rdot, omega)
+            f, tau = f + fe, tau + te
+        return f, tau

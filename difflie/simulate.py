@@ -1,0 +1,409 @@
+"""The time loop: :func:`simulate`, what to save (:class:`SaveAt`), step-size control, results.
+
+Fixed steps run as a ``lax.scan`` nested in chunks of about ``sqrt(n)`` steps whose inner scan is
+rematerialised (``jax.checkpoint``), so reverse mode stores ``O(sqrt n)`` states. Adaptive steps
+run in a bounded ``equinox.internal.while_loop`` with online checkpointing (reverse mode works,
+memory bounded by the number of checkpoints).
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int
+
+from .solvers.base import RESULTS, AbstractSolver, BodyState
+
+
+class SaveAt(eqx.Module):
+    """Where to save: ``t0``/``t1`` (the ends), ``ts`` (given increasing times in ``[t0, t1]``)
+    or ``steps`` (the initial state and every accepted step). ``steps`` excludes the others."""
+
+    t0: bool = eqx.field(static=True, default=False)
+    t1: bool = eqx.field(static=True, default=False)
+    ts: Float[Array, " n"] | None = None
+    steps: bool = eqx.field(static=True, default=False)
+
+    def __check_init__(self):
+        if not (self.t0 or self.t1 or self.steps or self.ts is not None):
+            raise ValueError("SaveAt: choose at least one of t0, t1, ts, steps")
+        if self.steps and (self.t0 or self.t1 or self.ts is not None):
+            raise ValueError("SaveAt: steps=True saves every step already; do not combine it with t0/t1/ts")
+
+
+class ConstantStepSize(eqx.Module):
+    """Fixed steps of ``dt`` (shortened evenly so that they end exactly at ``t1``)."""
+
+
+class PIDController(eqx.Module):
+    """PID step-size controller (Soderlind; as in diffrax) on the solver's error norm.
+
+    A step is accepted iff ``err <= 1``; the next step is ``dt * clip(safety * err_n^(-b1/k)
+    err_{n-1}^(-b2/k) err_{n-2}^(-b3/k), factormin, factormax)`` clipped to ``[dtmin, dtmax]``,
+    with ``k`` the solver's order, ``b1 = p + i + d``, ``b2 = -(p + 2 d)``, ``b3 = d``
+    (``pcoeff=0, icoeff=1, dcoeff=0`` is the classical I controller). A rejected step at
+    ``dtmin`` stops the simulation with ``RESULTS.dt_underflow``.
+    """
+
+    rtol: float
+    atol: float
+    dtmin: float = 0.0
+    dtmax: float = math.inf
+    pcoeff: float = 0.0
+    icoeff: float = 1.0
+    dcoeff: float = 0.0
+    safety: float = 0.9
+    factormin: float = 0.2
+    factormax: float = 10.0
+
+    def __check_init__(self):
+        for name in ("rtol", "atol", "dtmin", "dtmax", "safety", "factormin", "factormax"):
+            value = getattr(self, name)
+            if isinstance(value, (int, float)) and not value >= 0:
+                raise ValueError(f"PIDController: {name} must be >= 0, got {value}")
+        if isinstance(self.rtol, float) and isinstance(self.atol, float) and self.rtol == self.atol == 0:
+            raise ValueError("PIDController: rtol and atol cannot both be zero")
+
+
+class Stats(eqx.Module):
+    """Counters of a simulation."""
+
+    steps: Int[Array, ""]
+    rejected_steps: Int[Array, ""]
+    evaluations: Int[Array, ""]
+    newton_iterations: Int[Array, ""]
+
+
+class Solution(eqx.Module):
+    """Saved times ``ts`` (n,) and states (n, nb, ...); unused slots (``SaveAt(steps=True)``
+    with adaptive steps) hold ``inf``. ``result`` is a :class:`RESULTS` item."""
+
+    ts: Float[Array, " n"]
+    states: BodyState
+    stats: Stats
+    result: RESULTS
+    body_names: tuple[str, ...] = eqx.field(static=True)
+
+    @property
+    def position(self):
+        return self.states.position
+
+    @property
+    def rotation(self):
+        return self.states.rotation
+
+    @property
+    def velocity(self):
+        return self.states.velocity
+
+    @property
+    def angular_velocity(self):
+        return self.states.angular_velocity
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _concrete_float(x, name: str) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+
+
+def _select(pred, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)
+
+
+def _stack_obs(obs: BodyState, n: int, fill) -> BodyState:
+    return jax.tree.map(lambda x: jnp.full((n,) + x.shape, fill, x.dtype), obs)
+
+
+def _first_failure(old, new):
+    return RESULTS.where(old == RESULTS.successful, new, old)
+
+
+def _scan(body, carry, xs, chunk: int | None):
+    """``lax.scan``; with ``chunk``, nested scans whose inner part is rematerialised."""
+    n = jax.tree.leaves(xs)[0].shape[0]
+    if not chunk or chunk >= n:
+        return jax.lax.scan(body, carry, xs)
+    q, r = divmod(n, chunk)
+    head = jax.tree.map(lambda x: x[: q * chunk].reshape((q, chunk) + x.shape[1:]), xs)
+
+    @jax.checkpoint
+    def outer(c, x):
+        return jax.lax.scan(body, c, x)
+
+    carry, ys = jax.lax.scan(outer, carry, head)
+    ys = jax.tree.map(lambda y: y.reshape((q * chunk,) + y.shape[2:]), ys)
+    if r:
+        tail = jax.tree.map(lambda x: x[q * chunk :], xs)
+        carry, ys_tail = jax.lax.scan(body, carry, tail)
+        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, ys_tail)
+    return carry, ys
+
+
+# -- fixed steps ---------------------------------------------------------------------------------
+
+
+@eqx.filter_jit
+def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, save_every):
+    grid = t0 + (t1 - t0) * fractions
+    y0, state0 = solver.init(model, t0, grid[1] - grid[0])
+    zero = jnp.asarray(0, jnp.int32)
+
+    def body(carry, ts):
+        y, state, evals, newton, result = carry
+        y1, _, state1, st, res = solver.step(model, ts[0], ts[1], y, state)
+        carry = (y1, state1, evals + st.evaluations, newton + st.newton_iterations, _first_failure(result, res))
+        return carry, (solver.observe(model, y1) if save_every else None)
+
+    init = (y0, state0, zero, zero, RESULTS.where(True, RESULTS.successful, RESULTS.successful))
+    (y1, _, evals, newton, result), obs = _scan(body, init, (grid[:-1], grid[1:]), chunk)
+    obs0 = solver.observe(model, y0)
+    n = fractions.shape[0] - 1
+    stats = Stats(jnp.asarray(n, jnp.int32), zero, evals.astype(jnp.int32), newton.astype(jnp.int32))
+    if saveat.steps:
+        states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
+        return grid, states, stats, result
+    parts_t, parts_s = [], []
+    if saveat.t0:
+        parts_t.append(t0[None])
+        parts_s.append(jax.tree.map(lambda x: x[None], obs0))
+    if saveat.ts is not None:
+        all_obs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
+        parts_t.append(jnp.asarray(saveat.ts, grid.dtype))
+        parts_s.append(jax.tree.map(lambda x: x[save_index], all_obs))
+    if saveat.t1:
+        parts_t.append(t1[None])
+        parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, y1)))
+    states = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s)
+    return jnp.concatenate(parts_t), states, stats, result
+
+
+def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]:
+    """Step fractions in [0, 1] (uniform, plus the save times) and the save times' indices."""
+    if n_steps is None:
+        t0f, t1f, dtf = (_concrete_float(x, n) for x, n in ((t0, "t0"), (t1, "t1"), (dt, "dt")))
+        if None in (t0f, t1f, dtf):
+            raise ValueError("simulate: with fixed steps, t0, t1 and dt must be concrete, or pass n_steps")
+        if not dtf > 0:
+            raise ValueError(f"simulate: dt must be positive, got {dtf}")
+        n_steps = max(1, math.ceil((t1f - t0f) / dtf * (1 - 1e-12)))
+    if not (isinstance(n_steps, int) and n_steps >= 1):
+        raise ValueError(f"simulate: n_steps must be a positive int, got {n_steps!r}")
+    fractions = np.arange(n_steps + 1) / n_steps
+    if ts is None:
+        return fractions, None
+    t0f, t1f = _concrete_float(t0, "t0"), _concrete_float(t1, "t1")
+    tsn = _concrete_ts(ts)
+    if tsn is None or t0f is None or t1f is None:
+        raise ValueError("simulate: with fixed steps, SaveAt(ts=...), t0 and t1 must be concrete")
+    f_ts = (tsn - t0f) / (t1f - t0f)
+    # Save times on the uniform grid (to rounding) use it; the others become extra step ends.
+    snapped = np.round(f_ts * n_steps)
+    on_grid = np.abs(f_ts * n_steps - snapped) < 1e-9
+    f_ts = np.where(on_grid, snapped / n_steps, f_ts)
+    fractions = np.unique(np.concatenate([fractions, f_ts]))
+    return fractions, np.searchsorted(fractions, f_ts)
+
+
+def _concrete_ts(ts) -> np.ndarray | None:
+    try:
+        return np.asarray(ts, dtype=float)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+# -- adaptive steps ------------------------------------------------------------------------------
+
+
+_FIELDS = ("position", "rotation", "velocity", "angular_velocity")
+
+
+class _Carry(eqx.Module):
+    t: Array
+    y: object
+    state: object
+    dt: Array
+    inv_errs: Array  # 1/err of the last two accepted steps
+    accepted: Array
+    rejected: Array
+    evals: Array
+    newton: Array
+    result: RESULTS
+    save_next: Array
+    buf_t: Array
+    buf_s: BodyState
+
+
+@eqx.filter_jit
+def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps):
+    y0, state0 = solver.init(model, t0, dt0)
+    obs0 = solver.observe(model, y0)
+    dtype = t0.dtype
+    zero = jnp.asarray(0, jnp.int32)
+    k = solver.order
+    c = controller
+    b1, b2, b3 = c.pcoeff + c.icoeff + c.dcoeff, -(c.pcoeff + 2 * c.dcoeff), c.dcoeff
+    if saveat.steps:
+        nbuf = max_steps + 1
+        save_ts = None
+        buf_t = jnp.full((nbuf,), jnp.inf, dtype).at[0].set(t0)
+        buf_s = jax.tree.map(lambda full, x: full.at[0].set(x), _stack_obs(obs0, nbuf, jnp.inf), obs0)
+        save_next = jnp.asarray(1, jnp.int32)
+    elif saveat.ts is not None:
+        save_ts = jnp.asarray(saveat.ts, dtype)
+        nbuf = save_ts.shape[0]
+        at_start = save_ts <= t0
+        buf_t = jnp.where(at_start, save_ts, jnp.inf)
+        buf_s = jax.tree.map(
+            lambda full, x: jnp.where(at_start.reshape((-1,) + (1,) * x.ndim), x, full),
+            _stack_obs(obs0, nbuf, jnp.inf),
+            obs0,
+        )
+        save_next = jnp.sum(at_start).astype(jnp.int32)
+    else:
+        save_ts, buf_t, buf_s, save_next = None, jnp.zeros((0,), dtype), None, zero
+
+    def target(carry):
+        if save_ts is None:
+            return t1
+        nxt = save_ts[jnp.minimum(carry.save_next, save_ts.shape[0] - 1)]
+        return jnp.where(carry.save_next < save_ts.shape[0], jnp.minimum(nxt, t1), t1)
+
+    def cond(carry):
+        return (carry.t < t1) & (carry.result == RESULTS.successful)
+
+    def body(carry):
+        goal = target(carry)
+        t_next = jnp.where(carry.t + carry.dt >= goal, goal, carry.t + carry.dt)
+        dt = t_next - carry.t
+        y1, y_err, state1, st, res = solver.step(model, carry.t, t_next, carry.y, carry.state)
+        err = solver.error_norm(carry.y, y1, y_err, c.rtol, c.atol)
+        finite = jnp.isfinite(err)
+        accept = finite & (err <= 1)
+        inv = 1 / jnp.maximum(jnp.where(finite, err, 1.0), 1e-10)
+        factor = c.safety * inv ** (b1 / k) * carry.inv_errs[0] ** (b2 / k) * carry.inv_errs[1] ** (b3 / k)
+        factor = jnp.where(finite, factor, c.factormin)
+        factor = jnp.where(accept, factor, jnp.minimum(factor, 1.0))
+        factor = jnp.clip(factor, c.factormin, c.factormax)
+        dt_new = jnp.clip(dt * factor, c.dtmin, c.dtmax)
+        underflow = ~accept & (dt <= c.dtmin)
+        new = RESULTS.where(underflow, RESULTS.dt_underflow, RESULTS.where(accept, res, RESULTS.successful))
+        result = _first_failure(carry.result, new)
+        t = jnp.where(accept, t_next, carry.t)
+        y = _select(accept, y1, carry.y)
+        state = _select(accept, state1, carry.state)
+        inv_errs = jnp.where(accept, jnp.stack([inv, carry.inv_errs[0]]), carry.inv_errs)
+        buf_t_, buf_s_, save_next = carry.buf_t, carry.buf_s, carry.save_next
+        if saveat.steps or save_ts is not None:
+            idx = jnp.minimum(save_next, nbuf - 1)
+            pred = accept & (save_next < nbuf)
+            if save_ts is not None:
+                pred = pred & (t_next >= save_ts[idx])
+            obs = solver.observe(model, y1)
+            buf_t_ = buf_t_.at[idx].set(t_next, pred=pred)
+            buf_s_ = BodyState(
+                *(getattr(buf_s_, f).at[idx].set(getattr(obs, f), pred=pred) for f in _FIELDS)
+            )
+            save_next = jnp.where(pred, save_next + 1, save_next)
+        return _Carry(
+            t, y, state, dt_new, inv_errs,
+            carry.accepted + accept, carry.rejected + (~accept),
+            carry.evals + st.evaluations, carry.newton + st.newton_iterations,
+            result, save_next, buf_t_, buf_s_,
+        )  # fmt: skip
+
+    init = _Carry(
+        t0, y0, state0, jnp.asarray(dt0, dtype), jnp.ones(2, dtype), zero, zero, zero, zero,
+        RESULTS.where(True, RESULTS.successful, RESULTS.successful), save_next, buf_t, buf_s,
+    )  # fmt: skip
+    buffers = (lambda cr: (cr.buf_t, cr.buf_s)) if (saveat.steps or save_ts is not None) else None
+    final = eqxi.while_loop(cond, body, init, max_steps=max_steps, buffers=buffers, kind="checkpointed")
+    result = RESULTS.where(
+        (final.t < t1) & (final.result == RESULTS.successful), RESULTS.max_steps_reached, final.result
+    )
+    stats = Stats(final.accepted, final.rejected, final.evals, final.newton)
+    if saveat.steps:
+        return final.buf_t, final.buf_s, stats, result
+    parts_t, parts_s = [], []
+    if saveat.t0:
+        parts_t.append(t0[None])
+        parts_s.append(jax.tree.map(lambda x: x[None], obs0))
+    if save_ts is not None:
+        parts_t.append(final.buf_t)
+        parts_s.append(final.buf_s)
+    if saveat.t1:
+        parts_t.append(final.t[None])
+        parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, final.y)))
+    return jnp.concatenate(parts_t), jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s), stats, result
+
+
+# -- public --------------------------------------------------------------------------------------
+
+
+def simulate(
+    model,
+    solver: AbstractSolver,
+    t0: ArrayLike,
+    t1: ArrayLike,
+    dt: ArrayLike,
+    *,
+    saveat: SaveAt = SaveAt(t1=True),
+    stepsize_controller: ConstantStepSize | PIDController = ConstantStepSize(),
+    max_steps: int = 100_000,
+    n_steps: int | None = None,
+    checkpoint: bool = True,
+    throw: bool = True,
+) -> Solution:
+    """Integrate ``model`` from ``t0`` to ``t1`` with ``solver``.
+
+    ``dt`` is the fixed step (``ConstantStepSize``; ``n_steps`` overrides it when the times are
+    traced) or the initial step of an adaptive run (``PIDController``, bounded by
+    ``max_steps`` attempted steps). Fixed steps with ``SaveAt(ts=...)`` add the save times
+    that are off the uniform grid as step ends. ``checkpoint`` nests the fixed-step scan so
+    reverse mode keeps ``O(sqrt n)`` states. With ``throw=True`` an unsuccessful result
+    (non-finite state, step-size underflow, ``max_steps``, Newton failure) raises.
+    Compiled once per model structure; works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
+    """
+    if not isinstance(solver, AbstractSolver):
+        raise ValueError(f"simulate: solver must be an AbstractSolver, got {type(solver).__name__}")
+    t0f, t1f = _concrete_float(t0, "t0"), _concrete_float(t1, "t1")
+    if t0f is not None and t1f is not None and not t1f > t0f:
+        raise ValueError(f"simulate: need t1 > t0, got t0={t0f}, t1={t1f}")
+    if saveat.ts is not None:
+        tsn = _concrete_ts(saveat.ts)
+        if tsn is not None:
+            if tsn.ndim != 1 or np.any(np.diff(tsn) <= 0):
+                raise ValueError("SaveAt(ts): times must be a strictly increasing 1-d array")
+            if t0f is not None and t1f is not None and (tsn[0] < t0f or tsn[-1] > t1f * (1 + 1e-14) + 1e-300):
+                raise ValueError(f"SaveAt(ts): times must lie in [t0, t1] = [{t0f}, {t1f}]")
+    dtype = jnp.result_type(model.bodies.mass)
+    t0a, t1a, dta = (jnp.asarray(x, dtype) for x in (t0, t1, dt))
+    if isinstance(stepsize_controller, PIDController):
+        if not solver.adaptive:
+            raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize")
+        if not (isinstance(max_steps, int) and max_steps >= 1):
+            raise ValueError(f"simulate: max_steps must be a positive int, got {max_steps!r}")
+        ts, states, stats, result = _adaptive(model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps)
+    elif isinstance(stepsize_controller, ConstantStepSize):
+        fractions, save_index = _fixed_grid(t0, t1, dt, n_steps, saveat.ts)
+        n = fractions.shape[0] - 1
+        chunk = max(2, math.isqrt(n)) if checkpoint and n > 16 else None
+        save_every = saveat.steps or saveat.ts is not None
+        ts, states, stats, result = _fixed(
+            model, solver, t0a, t1a, jnp.asarray(fractions, dtype),
+            None if save_index is None else jnp.asarray(save_index), saveat, chunk, save_every,
+        )  # fmt: skip
+    else:
+        raise ValueError(f"simulate: unknown stepsize_controller {stepsize_controller!r}")
+    if throw:
+        ts = result.error_if(ts, result != RESULTS.successful)
+    return Solution(ts, states, stats, result, model.body_names)

@@ -1,0 +1,182 @@
+"""Implicit (backward) Euler for the index-3 DAE of constrained rigid bodies (seed 003 §3).
+
+Formulations rA (Lie-group: ``A_{n+1} = A_n exp(h hat(omega_{n+1}))``), rp (Euler parameters
+with a normalisation constraint) and re (ZXZ Euler angles). With coordinates ``q = (r, rot)``,
+rates ``v = (r_dot, rot_rate)`` and the unknowns ``x = (a, lambda)`` of a step ``h``:
+
+    v1 = v0 + h a,     q1 = chart(q0, h v1)          (r1 = r0 + h r_dot1, A1 = A0 exp(h omega1))
+    [ E(t1, q1, v1, a) + Psi_q(t1, q1)^T lambda ]
+    [ Psi(t1, q1) / h^2                         ] = 0,
+
+where ``E`` are the Newton-Euler equations projected on the rates, ``m r_ddot - f`` and
+``W^T (J omega_dot + omega x J omega - n)`` with ``omega = W rot_rate`` (``W = I`` for rA), and
+``Psi`` the constraints (plus the normalisation rows for rp). The residual is written once; the
+Newton matrix is its ``jax.jacfwd`` (no hand-derived stiffness); the constraint rows carry the
+seed's ``1/h^2`` scaling so the matrix is O(1). Newton stops when ``||delta||_2 < tol`` with
+``tol = tol_constant / h^2`` by default (seed 003: ``Theta h^2 = 1e-11``); reaching
+``max_steps`` is reported as ``RESULTS.newton_failed``. Gradients of a step come from the
+implicit-function theorem (:func:`difflie.solvers.newton.newton_solve`).
+
+``init`` assembles the initial configuration, projects the initial velocities onto the
+velocity constraints and solves for consistent accelerations and multipliers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from ..constraints import jacobians as jac
+from ..constraints.formulations import AbstractFormulation, get_formulation
+from ..kinematics import assemble, project_velocity
+from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from .newton import Newton, newton_solve
+
+
+class BackwardEulerState(eqx.Module):
+    """``(r, rot)`` configuration, rates, last accelerations and multipliers."""
+
+    position: Float[Array, "nb 3"]  # world COM
+    rot: Array  # formulation attitude: A (nb, 3, 3), p (nb, 4) or eps (nb, 3)
+    velocity: Float[Array, "nb 3"]  # world COM velocity
+    rate: Float[Array, "nb d"]  # omega_bar (rA), p_dot (rp), eps_dot (re)
+    acceleration: Float[Array, " n"]  # [r_ddot, rate_dot] flattened
+    multipliers: Float[Array, " m"]
+
+
+def _dynamics(model, form: AbstractFormulation, t, r, rot, rdot, rate, acc) -> Float[Array, " n"]:
+    """Projected Newton-Euler residual ``E`` without constraint forces."""
+    nb = r.shape[0]
+    rddot, rate_dot = jac.split(form, acc, nb)
+    R = form.rotation(rot)
+    omega = form.omega(rot, rate)
+    omega_dot = form.omega_dot(rot, rate, rate_dot)
+    f, tau = model.applied_forces(t, r, R, rdot, omega)
+    J = model.bodies.inertia
+    Jw = jnp.einsum("bij,bj->bi", J, omega)
+    euler = jnp.einsum("bij,bj->bi", J, omega_dot) + jnp.cross(omega, Jw) - tau
+    rows_r = model.bodies.mass[:, None] * rddot - f
+    rows_rot = jnp.einsum("bji,bj->bi", form.W(rot), euler)
+    return jac.join(rows_r, rows_rot)
+
+
+class _Constraints(eqx.Module):
+    """An empty constraint set for free bodies (rp still has its normalisation rows)."""
+
+    def residual(self, t, r, R):
+        return jnp.zeros((0,), r.dtype)
+
+
+def _constraints(model):
+    return _Constraints() if model.constraints is None else model.constraints
+
+
+class BackwardEuler(AbstractSolver):
+    """First-order implicit Euler on the index-3 DAE, formulation ``"rA"``, ``"rp"`` or ``"re"``.
+
+    ``tol``: Newton tolerance on ``||delta||_2`` (accelerations and multipliers); default
+    ``tol_constant / h^2``. ``modified=True`` factors the iteration matrix once per step (the
+    seed's codes), ``False`` re-evaluates it every iteration (full Newton).
+    """
+
+    formulation: str = eqx.field(static=True, default="rA")
+    tol: float | None = None
+    tol_constant: float = 1e-11
+    max_steps: int = eqx.field(static=True, default=20)
+    modified: bool = eqx.field(static=True, default=True)
+
+    order: ClassVar[int] = 1
+
+    def __check_init__(self):
+        get_formulation(self.formulation)  # raises ValueError on an unknown name
+
+    @property
+    def form(self) -> AbstractFormulation:
+        return get_formulation(self.formulation)
+
+    def _newton_tol(self, h):
+        return self.tol_constant / h**2 if self.tol is None else jnp.asarray(self.tol, h.dtype)
+
+    def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, None]:
+        form = self.form
+        dtype = jnp.result_type(model.r0)
+        t0 = jnp.asarray(t0, dtype)
+        cons = _constraints(model)
+        com = jnp.asarray(model.bodies.com, dtype)
+        nb = model.num_bodies
+        r = jnp.asarray(model.r0, dtype)
+        rot = form.from_rotation(jnp.asarray(model.R0, dtype))
+        rdot = jnp.asarray(model.v0, dtype)
+        rate = form.rate(rot, jnp.asarray(model.omega0, dtype))
+        m = jac.psi(cons, com, form, t0, r, rot).shape[0]
+        if m:
+            if model.constraints is not None:
+                r, rot, _, _ = assemble(model, t0, form, r, rot)
+            rdot, rate = project_velocity(_Wrapped(model, cons), t0, form, r, rot, rdot, rate)
+        n = jac.num_coordinates(form, nb)
+        zero = jnp.zeros(n, dtype)
+        E0 = _dynamics(model, form, t0, r, rot, rdot, rate, zero)
+        Mq = jax.jacfwd(lambda a: _dynamics(model, form, t0, r, rot, rdot, rate, a))(zero)
+        G = jac.jacobian(cons, com, form, t0, r, rot)
+        gam = jac.gamma(cons, com, form, t0, r, rot, jac.join(rdot, rate))
+        kkt = jnp.block([[Mq, G.T], [G, jnp.zeros((m, m), dtype)]])
+        sol = jnp.linalg.solve(kkt, jnp.concatenate([-E0, gam]))
+        y0 = BackwardEulerState(r, rot, rdot, rate, sol[:n], sol[n:])
+        return y0, None
+
+    def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
+        """The step residual in the unknowns ``x = [a, lambda]`` (written once)."""
+        form = self.form
+        cons = _constraints(model)
+        com = jnp.asarray(model.bodies.com, x.dtype)
+        nb = y0.position.shape[0]
+        n = jac.num_coordinates(form, nb)
+        acc, lam = x[:n], x[n:]
+        v1 = jac.join(y0.velocity, y0.rate) + h * acc
+        rdot1, rate1 = jac.split(form, v1, nb)
+        r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
+        dyn = _dynamics(model, form, t1, r1, rot1, rdot1, rate1, acc)
+        dyn = dyn + jac.reaction(cons, com, form, t1, r1, rot1, lam)
+        return jnp.concatenate([dyn, jac.psi(cons, com, form, t1, r1, rot1) / h**2])
+
+    def step(self, model, t0, t1, y0: BackwardEulerState, solver_state):
+        form = self.form
+        h = jnp.asarray(t1 - t0, y0.position.dtype)
+        x0 = jnp.concatenate([y0.acceleration, y0.multipliers])
+        newton = Newton(tol=self._newton_tol(h), max_steps=self.max_steps, modified=self.modified)
+        sol = newton_solve(lambda x, args: self.residual(args[0], args[1], args[2], args[3], x), x0, (model, t1, h, y0), newton)
+        nb = y0.position.shape[0]
+        n = jac.num_coordinates(form, nb)
+        acc, lam = sol.value[:n], sol.value[n:]
+        v1 = jac.join(y0.velocity, y0.rate) + h * acc
+        rdot1, rate1 = jac.split(form, v1, nb)
+        r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
+        y1 = BackwardEulerState(r1, rot1, rdot1, rate1, acc, lam)
+        finite = jnp.all(jnp.isfinite(sol.value))
+        result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
+        stats = StepStats(evaluations=sol.num_steps, newton_iterations=sol.num_steps)
+        return y1, None, solver_state, stats, result
+
+    def observe(self, model, y: BackwardEulerState) -> BodyState:
+        form = self.form
+        return BodyState(
+            position=y.position,
+            rotation=form.rotation(y.rot),
+            velocity=y.velocity,
+            angular_velocity=form.omega(y.rot, y.rate),
+        )
+
+
+class _Wrapped(eqx.Module):
+    """A model view whose ``constraints`` is never None (for the velocity projection)."""
+
+    model: Any
+    constraints: Any
+
+    @property
+    def bodies(self):
+        return self.model.bodies

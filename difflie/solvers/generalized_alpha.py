@@ -1,0 +1,380 @@
+"""Lie-group generalized-alpha (index 3) on R3 x SO(3).
+
+Brüls, Cardona & Arnold (2012) as summarised in seed 002 §5. Each body carries its centre of
+mass ``x`` (world), its rotation ``R`` (body to world), the velocity ``v = (u, omega)`` (world COM
+velocity, body angular velocity), the acceleration ``vdot`` and the algorithmic acceleration ``a``.
+A step solves for the Lie-algebra increment ``dq = (dx, dpsi)`` per body and the multipliers:
+
+    x1 = x0 + dx,   R1 = R0 exp(dpsi),
+    dq = h v0 + h^2 (1/2 - beta) a0 + h^2 beta a1,   v1 = v0 + h (1 - gamma) a0 + h gamma a1,
+    (1 - alpha_m) a1 + alpha_m a0 = (1 - alpha_f) vdot1 + alpha_f vdot0,
+    M vdot1 - g(x1, R1, v1, t1) + B(x1, R1)^T lambda1 = 0,   Phi(t1, x1, R1) = 0,
+
+with ``M = blockdiag(m I, J)``, ``g = (f, tau - omega x J omega)`` and ``B`` the right-trivialised
+constraint Jacobian. The dynamic rows are scaled by ``s = beta h^2`` and the multipliers by ``1/s``
+(Bottasso), so the iteration matrix ``dF/d(dq, s lambda)`` — taken by ``jax.jacfwd`` of the one
+residual, so it contains ``T_exp``, the tangent stiffness and the constraint Hessian exactly — is
+O(1) for every ``h``. Gradients of a step come from the implicit-function theorem
+(``lax.custom_root``), never from the Newton iterations.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from ..lie import SO3
+from .base import RESULTS, AbstractSolver, BodyState, StepStats
+
+
+def alpha_coefficients(rho_inf: float | Array) -> tuple[Any, Any, Any, Any]:
+    """``(alpha_m, alpha_f, gamma, beta)`` of Chung-Hulbert for spectral radius ``rho_inf``.
+
+    ``alpha_m = (2 rho - 1)/(rho + 1)``, ``alpha_f = rho/(rho + 1)``,
+    ``gamma = 1/2 + alpha_f - alpha_m``, ``beta = (gamma + 1/2)^2 / 4``.
+    """
+    alpha_m = (2.0 * rho_inf - 1.0) / (rho_inf + 1.0)
+    alpha_f = rho_inf / (rho_inf + 1.0)
+    gamma = 0.5 + alpha_f - alpha_m
+    beta = 0.25 * (gamma + 0.5) ** 2
+    return alpha_m, alpha_f, gamma, beta
+
+
+class GeneralizedAlphaState(eqx.Module):
+    """State carried from step to step; tangents are translation first ``(u, omega)``."""
+
+    position: Float[Array, "nb 3"]  # world COM position
+    rotation: Float[Array, "nb 3 3"]  # body to world
+    velocity: Float[Array, "nb 3"]  # world COM velocity
+    angular_velocity: Float[Array, "nb 3"]  # body frame
+    acceleration: Float[Array, "nb 6"]  # vdot
+    algorithmic_acceleration: Float[Array, "nb 6"]  # a
+    multipliers: Float[Array, " m"]  # lambda
+
+
+class IterationMatrix(eqx.Module):
+    """LU factors of the (scaled) iteration matrix, kept across steps by modified Newton."""
+
+    lu: Float[Array, "n n"]
+    pivots: Int[Array, " n"]
+    valid: Bool[Array, ""]
+    dt: Float[Array, ""]  # step size the matrix was built for
+    updates: Int[Array, ""]  # number of factorisations so far (diagnostic)
+
+
+# --------------------------------------------------------------------------------------------
+# Physics: one residual, evaluated at configurations composed from the start of the step.
+
+
+def _compose(x, R, dq):
+    """Local-global transition: ``(x + dx, R exp(dpsi))``."""
+    return x + dq[:, :3], jnp.einsum("bij,bjk->bik", R, SO3.exp(dq[:, 3:]).matrix)
+
+
+def _origins(model, x, R):
+    return x - jnp.einsum("bij,bj->bi", R, model.bodies.com)
+
+
+def _constraint(model, t, x, R):
+    """``Phi(t, origins, R)`` with the body-frame origins ``x - R com``.
+
+    A body with ``model.fixed_origin`` set gets three more rows pinning its origin where it
+    starts (a spherical joint to ground there), so such models are solved as index-3 DAEs too.
+    """
+    rows = []
+    origins = _origins(model, x, R)
+    if model.constraints is not None:
+        rows.append(model.constraints.residual(t, origins, R))
+    fixed = np.flatnonzero(np.asarray(getattr(model, "fixed_origin", ()), dtype=bool))
+    if fixed.size:
+        pivots = _origins(model, model.r0, model.R0)
+        rows.append((origins[fixed] - pivots[fixed]).reshape(-1))
+    if not rows:
+        return jnp.zeros((0,), x.dtype)
+    return jnp.concatenate(rows)
+
+
+def _mass_times(model, acc):
+    """``M acc`` with ``M = blockdiag(m I, J)`` per body."""
+    lin = model.bodies.mass[:, None] * acc[:, :3]
+    ang = jnp.einsum("bij,bj->bi", model.bodies.inertia, acc[:, 3:])
+    return jnp.concatenate([lin, ang], axis=-1)
+
+
+def _forces(model, t, x, R, u, w):
+    """``g = (f_world, tau_body - omega x J omega)``."""
+    f, tau = model.applied_forces(t, x, R, u, w)
+    gyro = jnp.cross(w, jnp.einsum("bij,bj->bi", model.bodies.inertia, w))
+    return jnp.concatenate([f, tau - gyro], axis=-1)
+
+
+def _dynamics(model, t, x, R, v, vdot, lam):
+    """``(M vdot - g + B^T lambda, |M vdot| + |g|)``: the equilibrium rows and their scale."""
+    zero = jnp.zeros_like(vdot)
+    _, vjp = jax.vjp(lambda z: _constraint(model, t, *_compose(x, R, z)), zero)
+    (bt_lam,) = vjp(lam)
+    mv = _mass_times(model, vdot)
+    g = _forces(model, t, x, R, v[:, :3], v[:, 3:])
+    scale = jnp.linalg.norm(mv) + jnp.linalg.norm(g)
+    return mv - g + bt_lam, scale
+
+
+def _constraint_acceleration(model, t, x, R, v, vdot):
+    """``Phi_ddot = B vdot + (B_dot v + Phi_tt + ...)`` along ``q exp(tau v + tau^2 vdot / 2)``."""
+
+    def phi(tau):
+        return _constraint(model, t + tau, *_compose(x, R, tau * v + 0.5 * tau**2 * vdot))
+
+    def phi_dot(tau):
+        return jax.jvp(phi, (tau,), (jnp.ones_like(tau),))[1]
+
+    tau0 = jnp.zeros((), x.dtype)
+    return jax.jvp(phi_dot, (tau0,), (jnp.ones_like(tau0),))[1]
+
+
+def _no_grad(tree):
+    dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
+    return eqx.combine(jax.lax.stop_gradient(dynamic), static)
+
+
+def _flat_jacobian(fun, x):
+    return jax.jacfwd(fun)(x)
+
+
+def _tangent_solve(g, y):
+    return jnp.linalg.solve(jax.jacfwd(g)(y), y)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class GeneralizedAlpha(AbstractSolver):
+    """Lie-group generalized-alpha, index 3, on R3 x SO(3); second order.
+
+    **Arguments:**
+
+    - ``rho_inf``: spectral radius at infinity in ``[0, 1)``; 0.9 as in seed 002.
+    - ``newton``: ``"full"`` (a fresh iteration matrix every iteration) or ``"modified"``
+      (the factorised matrix is kept across iterations and steps and rebuilt when the residual
+      contracts by less than ``contractivity`` per iteration, after ``max_reuse`` iterations on
+      one matrix, or when the step size changes; a diverging iteration restarts the step from the
+      predictor with a fresh matrix).
+    - ``rtol``, ``atol``, ``ctol``: converged when ``|M vdot - g + B^T lambda| <= atol + rtol
+      (|M vdot| + |g|)`` and ``max |Phi| <= ctol`` (at least one iteration). ``None``:
+      ``1e-8``/``1e-10``/``1e-12`` in float64, ``1e-4``/``1e-5``/``1e-5`` in float32.
+    - ``max_iterations``: Newton iteration limit per step; beyond it the step reports
+      ``RESULTS.newton_failed``.
+    - ``scaling``: Bottasso scaling of the iteration matrix (on by default).
+    """
+
+    rho_inf: float = 0.9
+    newton: Literal["full", "modified"] = eqx.field(static=True, default="full")
+    rtol: float | None = eqx.field(static=True, default=None)
+    atol: float | None = eqx.field(static=True, default=None)
+    ctol: float | None = eqx.field(static=True, default=None)
+    max_iterations: int = eqx.field(static=True, default=25)
+    contractivity: float = eqx.field(static=True, default=0.5)
+    max_reuse: int = eqx.field(static=True, default=8)
+    scaling: bool = eqx.field(static=True, default=True)
+
+    order: ClassVar[int] = 2
+
+    def __check_init__(self):
+        if isinstance(self.rho_inf, (int, float)) and not 0.0 <= self.rho_inf < 1.0:
+            raise ValueError(f"GeneralizedAlpha: rho_inf must lie in [0, 1) for index 3, got {self.rho_inf}")
+        if self.newton not in ("full", "modified"):
+            raise ValueError(f"GeneralizedAlpha: newton must be 'full' or 'modified', got {self.newton!r}")
+        if self.max_iterations < 1 or self.max_reuse < 1:
+            raise ValueError("GeneralizedAlpha: max_iterations and max_reuse must be >= 1")
+
+    def _tolerances(self, dtype):
+        f64 = jnp.finfo(dtype).bits == 64
+        rtol = self.rtol if self.rtol is not None else (1e-8 if f64 else 1e-4)
+        atol = self.atol if self.atol is not None else (1e-10 if f64 else 1e-5)
+        ctol = self.ctol if self.ctol is not None else (1e-12 if f64 else 1e-5)
+        return rtol, atol, ctol
+
+    # ---------------------------------------------------------------------------------------
+    def init(self, model, t0, dt0):
+        """Initial state with consistent accelerations and multipliers, ``a0 = vdot0``.
+
+        ``[[M, B^T], [B, 0]] [vdot0; lambda0] = [g; -(B_dot v0 + Phi_tt + ...)]`` with ``B`` by
+        ``jax.jacfwd`` and the velocity-product term by two nested ``jax.jvp``.
+        """
+        del dt0
+        x, R, u, w = _initial_conditions(model)
+        nb = x.shape[0]
+        t0 = jnp.asarray(t0, x.dtype)
+        v = jnp.concatenate([u, w], axis=-1)
+        zero = jnp.zeros_like(v)
+        B = jax.jacfwd(lambda z: _constraint(model, t0, *_compose(x, R, z)))(zero)
+        m = B.shape[0]
+        B = B.reshape(m, 6 * nb)
+        eye3 = jnp.eye(3, dtype=x.dtype)
+        blocks = jnp.zeros((nb, 6, 6), x.dtype)
+        blocks = blocks.at[:, :3, :3].set(model.bodies.mass[:, None, None] * eye3)
+        blocks = blocks.at[:, 3:, 3:].set(model.bodies.inertia)
+        M = jnp.einsum("ab,aij->aibj", jnp.eye(nb, dtype=x.dtype), blocks).reshape(6 * nb, 6 * nb)
+        kkt = jnp.block([[M, B.T], [B, jnp.zeros((m, m), x.dtype)]])
+        g = _forces(model, t0, x, R, u, w).reshape(-1)
+        c = _constraint_acceleration(model, t0, x, R, v, zero)
+        z = jnp.linalg.solve(kkt, jnp.concatenate([g, -c]))
+        vdot = z[: 6 * nb].reshape(nb, 6)
+        y0 = GeneralizedAlphaState(x, R, u, w, vdot, vdot, z[6 * nb :])
+        n = 6 * nb + m
+        cache = IterationMatrix(
+            lu=jnp.zeros((n, n), x.dtype),
+            pivots=jnp.zeros((n,), jnp.int32),
+            valid=jnp.array(False),
+            dt=jnp.zeros((), x.dtype),
+            updates=jnp.array(0, jnp.int32),
+        )
+        return y0, cache
+
+    def observe(self, model, y: GeneralizedAlphaState) -> BodyState:
+        del model
+        return BodyState(y.position, y.rotation, y.velocity, y.angular_velocity)
+
+    # ---------------------------------------------------------------------------------------
+    def _residual_fn(self, model, t1, h, y0):
+        """``x -> (F(x), dyn_scale)`` for the unknown ``x = (dq, s lambda)`` (flat)."""
+        alpha_m, alpha_f, gamma, beta = alpha_coefficients(self.rho_inf)
+        nb = y0.position.shape[0]
+        s = beta * h**2 if self.scaling else jnp.ones_like(h)
+        v0 = jnp.concatenate([y0.velocity, y0.angular_velocity], axis=-1)
+        a0, vdot0 = y0.algorithmic_acceleration, y0.acceleration
+
+        def unpack(xflat):
+            dq = xflat[: 6 * nb].reshape(nb, 6)
+            lam = xflat[6 * nb :] / s
+            a1 = (dq - h * v0 - h**2 * (0.5 - beta) * a0) / (h**2 * beta)
+            v1 = v0 + h * (1 - gamma) * a0 + h * gamma * a1
+            vdot1 = ((1 - alpha_m) * a1 + alpha_m * a0 - alpha_f * vdot0) / (1 - alpha_f)
+            x1, R1 = _compose(y0.position, y0.rotation, dq)
+            return x1, R1, v1, vdot1, a1, lam
+
+        def fn(xflat):
+            x1, R1, v1, vdot1, _, lam = unpack(xflat)
+            dyn, scale = _dynamics(model, t1, x1, R1, v1, vdot1, lam)
+            phi = _constraint(model, t1, x1, R1)
+            return jnp.concatenate([s * dyn.reshape(-1), phi]), scale
+
+        # Predictor: vdot1 = vdot0, i.e. a1 = (vdot0 - alpha_m a0) / (1 - alpha_m).
+        a1 = (vdot0 - alpha_m * a0) / (1 - alpha_m)
+        dq_pred = h * v0 + h**2 * (0.5 - beta) * a0 + h**2 * beta * a1
+        x_pred = jnp.concatenate([dq_pred.reshape(-1), s * y0.multipliers])
+        return fn, unpack, x_pred, s
+
+    def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h):
+        """Full or modified Newton on ``fn``; returns ``(x, iterations, converged, cache)``.
+
+        The first ``n_dyn`` entries of ``fn(x)[0]`` are the scaled dynamic rows, the rest
+        the constraint residual.
+        """
+        rtol, atol, ctol = self._tolerances(x0.dtype)
+        full = self.newton == "full"
+        jac = lambda x: _flat_jacobian(lambda z: fn(z)[0], x)  # noqa: E731
+
+        def converged(F, scale):
+            dyn = F[:n_dyn] / s
+            phi = F[n_dyn:]
+            ok_dyn = jnp.linalg.norm(dyn) <= atol + rtol * scale
+            ok_phi = jnp.all(jnp.abs(phi) <= ctol)
+            return ok_dyn & ok_phi
+
+        F0, _ = fn(x0)
+        same_h = jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)
+        init = dict(
+            x=x0,
+            F=F0,
+            lu=cache.lu,
+            piv=cache.pivots,
+            valid=cache.valid & same_h,
+            reuse=jnp.array(0, jnp.int32),
+            it=jnp.array(0, jnp.int32),
+            updates=cache.updates,
+            done=jnp.array(False),
+        )
+
+        def cond(c):
+            return (~c["done"]) & (c["it"] < self.max_iterations)
+
+        def body(c):
+            if full:
+                refresh = jnp.array(True)
+                lu, piv = jsl.lu_factor(jac(c["x"]))
+            else:
+                refresh = (~c["valid"]) | (c["reuse"] >= self.max_reuse)
+                lu, piv = jax.lax.cond(
+                    refresh, lambda: jsl.lu_factor(jac(c["x"])), lambda: (c["lu"], c["piv"])
+                )
+            x = c["x"] - jsl.lu_solve((lu, piv), c["F"])
+            F, scale = fn(x)
+            finite = jnp.all(jnp.isfinite(F)) & jnp.all(jnp.isfinite(x))
+            norm_old = jnp.linalg.norm(c["F"])
+            norm_new = jnp.where(finite, jnp.linalg.norm(F), jnp.inf)
+            theta = norm_new / jnp.maximum(norm_old, jnp.finfo(x.dtype).tiny)
+            done = finite & converged(F, scale)
+            if full:
+                valid = jnp.array(True)
+                restart = jnp.array(False)
+            else:
+                # Slow contraction: rebuild the matrix; divergence: restart from the predictor.
+                valid = finite & (theta <= self.contractivity)
+                restart = (~done) & ((~finite) | (theta > 2.0))
+            x = jnp.where(restart, x0, x)
+            F = jnp.where(restart, F0, F)
+            return dict(
+                x=x,
+                F=F,
+                lu=lu,
+                piv=piv,
+                valid=valid | done,
+                reuse=jnp.where(refresh, 1, c["reuse"] + 1),
+                it=c["it"] + 1,
+                updates=c["updates"] + refresh.astype(jnp.int32),
+                done=done,
+            )
+
+        out = jax.lax.while_loop(cond, body, init)
+        new_cache = IterationMatrix(out["lu"], out["piv"], out["valid"], h, out["updates"])
+        return out["x"], out["it"], out["done"], new_cache
+
+    def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: IterationMatrix):
+        dtype = y0.position.dtype
+        t1 = jnp.asarray(t1, dtype)
+        h = t1 - jnp.asarray(t0, dtype)
+        n_dyn = 6 * y0.position.shape[0]
+        fn, unpack, _, _ = self._residual_fn(model, t1, h, y0)
+
+        # Newton on a gradient-free copy, then the implicit-function theorem for derivatives.
+        h_ng = jax.lax.stop_gradient(h)
+        fn_ng, _, x_pred, s = self._residual_fn(_no_grad(model), jax.lax.stop_gradient(t1), h_ng, _no_grad(y0))
+        x_star, iterations, ok, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state, h_ng)
+        x_star = jax.lax.stop_gradient(x_star)
+        x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, _tangent_solve)
+
+        x1, R1, v1, vdot1, a1, lam = unpack(x_star)
+        y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)
+        result = RESULTS.where(ok, RESULTS.successful, RESULTS.newton_failed)
+        stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations)
+        return y1, None, jax.lax.stop_gradient(cache), stats, result
+
+
+def _initial_conditions(model):
+    """World COM position, rotation, world COM velocity and body angular velocity at t0.
+
+    For a body with a fixed origin the COM velocity follows from the spin: ``R0 (omega0 x com)``.
+    """
+    x, R, u, w = model.r0, model.R0, model.v0, model.omega0
+    fixed = np.asarray(getattr(model, "fixed_origin", (False,) * x.shape[0]), dtype=bool)
+    if fixed.any():
+        spun = jnp.einsum("bij,bj->bi", R, jnp.cross(w, model.bodies.com))
+        u = jnp.where(jnp.asarray(fixed)[:, None], spun, u)
+    return x, R, u, w

@@ -1,0 +1,193 @@
+"""Explicit Runge-Kutta-Munthe-Kaas (RKMK) solvers from Butcher tableaux.
+
+On a step ``[t0, t0 + h]`` the pose is ``g(t) = g0 exp(q(t))`` with ``q(t0) = 0`` and
+
+    q' = dexpinv(q) xi(g, v, t),   v' = a(g, v, t),
+
+where ``xi`` is the group velocity (``g' = g hat(xi)``) and ``a`` the acceleration of the
+velocity coordinates (:func:`difflie.eom.vector_field`). Stage ``i`` sits at
+``q_i = h sum_j a_ij kq_j``, ``g_i = g0 exp(q_i)``, ``v_i = v0 + h sum_j a_ij kv_j`` with
+``kq_i = dexpinv(q_i) xi_i`` and ``kv_i = a_i``; then ``g1 = g0 exp(h sum b_i kq_i)`` and
+``v1 = v0 + h sum b_i kv_i`` (seed_002 Algorithm 3). ``dexpinv(q) = I + ad_q/2 + ad_q^2/12 - ...``;
+dropping it (``correction=False``) or truncating it early lowers the order to 2.
+"""
+
+from __future__ import annotations
+
+from math import factorial
+from typing import ClassVar
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .. import eom
+from ..lie import SO3xR3, _coefficients
+from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
+
+
+# Bernoulli numbers B_k / k! of dexpinv's series, k = 0..8 (with B_1 = +1/2 in this convention).
+_BERNOULLI = (1.0, 0.5, 1 / 6, 0.0, -1 / 30, 0.0, 1 / 42, 0.0, -1 / 30)
+_SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
+
+
+def _mv(M: Array, v: Array) -> Array:
+    return jnp.einsum("...ij,...j->...i", M, v)
+
+
+class AbstractRKMK(AbstractSolver):
+    """Generic explicit RKMK stepper; subclasses fix the tableau.
+
+    ``correction=False`` replaces ``dexpinv(q)`` by the identity (the "plain exp update", order
+    2 at best); ``dexpinv_order=k`` truncates its series after ``ad_q^k`` (``None``: closed
+    form). Both exist as negative controls and for experiments.
+    """
+
+    tableau: ClassVar[ButcherTableau]
+    correction: bool = eqx.field(static=True, default=True)
+    dexpinv_order: int | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.dexpinv_order is not None and not 0 <= self.dexpinv_order < len(_SERIES):
+            raise ValueError(f"dexpinv_order must be in [0, {len(_SERIES) - 1}] or None")
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _dexpinv(self, G, q: Array, xi: Array) -> Array:
+        if not self.correction:
+            return xi
+        if self.dexpinv_order is not None:
+            ad = G.ad(q)
+            out, term = xi, xi
+            for k in range(1, self.dexpinv_order + 1):
+                term = _mv(ad, term)
+                if _SERIES[k] != 0.0:
+                    out = out + _SERIES[k] * term
+            return out
+        if G is SO3xR3:  # identity on the translation, J_r^-1 on the rotation, by cross products
+            w, x = q[..., 3:], xi[..., 3:]
+            k2 = _coefficients.k2(jnp.sum(w * w, axis=-1))[..., None]
+            wx = jnp.cross(w, x)
+            return jnp.concatenate([xi[..., :3], x + 0.5 * wx + k2 * jnp.cross(w, wx)], axis=-1)
+        return _mv(G.dexpinv(q), xi)
+
+    @staticmethod
+    def _check_model(model) -> None:
+        if getattr(model, "constraints", None) is not None:
+            raise ValueError(
+                "explicit RKMK solvers take models without algebraic constraints; this model has "
+                "constraints (use an implicit solver, or write the body about its fixed point with "
+                "Model(fixed_origin=True))"
+            )
+
+    # -- AbstractSolver ----------------------------------------------------------------------
+
+    def init(self, model, t0, dt0):
+        self._check_model(model)
+        cache = eom.prepare(model)
+        y0 = eom.initial_state(model)
+        first = eom.vector_field(model, cache, t0, *y0) if self.tableau.fsal else None
+        return y0, (cache, first)
+
+    def step(self, model, t0, t1, y0, solver_state):
+        cache, first = solver_state
+        tab = self.tableau
+        G = eom.group(model)
+        g0, v0 = y0
+        h = t1 - t0
+        kq, kv = [], []
+        for i in range(tab.stages):
+            if i == 0:
+                xi, a = first if first is not None else eom.vector_field(model, cache, t0, g0, v0)
+                kq.append(xi)
+                kv.append(a)
+                continue
+            row = tab.a[i]
+            q = h * sum(c * k for c, k in zip(row, kq) if c != 0.0)
+            v = v0 + h * sum(c * k for c, k in zip(row, kv) if c != 0.0)
+            g = g0.compose(G.exp(q))
+            xi, a = eom.vector_field(model, cache, t0 + tab.c[i] * h, g, v)
+            kq.append(self._dexpinv(G, q, xi))
+            kv.append(a)
+        q1 = h * sum(b * k for b, k in zip(tab.b, kq) if b != 0.0)
+        v1 = v0 + h * sum(b * k for b, k in zip(tab.b, kv) if b != 0.0)
+        g1 = g0.compose(G.exp(q1))
+        if tab.fsal:
+            # The last stage sat at q = q1, v = v1: it is the next step's first evaluation.
+            last = (xi, a)
+        else:
+            last = None
+        y_error = None
+        if tab.b_error is not None:
+            y_error = (
+                h * sum(e * k for e, k in zip(tab.b_error, kq) if e != 0.0),
+                h * sum(e * k for e, k in zip(tab.b_error, kv) if e != 0.0),
+            )
+        finite = jnp.all(jnp.isfinite(v1)) & jnp.all(jnp.isfinite(q1))
+        result = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite)
+        evaluations = tab.stages - 1 if tab.fsal else tab.stages
+        stats = StepStats(jnp.asarray(evaluations), jnp.asarray(0))
+        return (g1, v1), y_error, (cache, last), stats, result
+
+    def observe(self, model, y) -> BodyState:
+        return BodyState(*eom.observe(model, *y))
+
+    def error_norm(self, y0, y1, y_error, rtol, atol):
+        """RMS of the tangent error ``(e_q, e_v)`` scaled by ``atol + rtol max(|y0|, |y1|)``.
+
+        Translations scale with the origin positions, rotations with 1 (rotation-matrix
+        entries are of order one), velocities with the velocity coordinates.
+        """
+        (g0, v0), (g1, v1) = y0, y1
+        eq, ev = y_error
+        sx = atol + rtol * jnp.maximum(jnp.abs(g0.translation), jnp.abs(g1.translation))
+        sr = atol + rtol * jnp.ones_like(sx)
+        sv = atol + rtol * jnp.maximum(jnp.abs(v0), jnp.abs(v1))
+        ratios = jnp.concatenate([eq[..., :3] / sx, eq[..., 3:] / sr, ev / sv], axis=-1)
+        return jnp.sqrt(jnp.mean(ratios**2))
+
+
+class Euler(AbstractRKMK):
+    """Lie-Euler: ``g1 = g0 exp(h xi0)``; order 1."""
+
+    tableau = EULER
+    order = 1
+
+
+class Heun(AbstractRKMK):
+    """Heun's method in RKMK form with Lie-Euler embedded; order 2(1), adaptive."""
+
+    tableau = HEUN
+    order = 2
+    adaptive = True
+
+
+class RKMK4(AbstractRKMK):
+    """Classical Runge-Kutta 4 in RKMK form (seed_002 RK44, seed_001 eqs. 82-87); order 4."""
+
+    tableau = RK4
+    order = 4
+
+
+class Bosh3(AbstractRKMK):
+    """Bogacki-Shampine 3(2) in RKMK form, FSAL; adaptive."""
+
+    tableau = BOSH3
+    order = 3
+    adaptive = True
+
+
+class Dopri5(AbstractRKMK):
+    """Dormand-Prince 5(4) in RKMK form, FSAL, error estimated on the tangent increment."""
+
+    tableau = DOPRI5
+    order = 5
+    adaptive = True
+
+
+class RK67(AbstractRKMK):
+    """Butcher's 7-stage order-6 method in RKMK form (seed_002 section 4.2)."""
+
+    tableau = RK67_TABLEAU
+    order = 6

@@ -1,0 +1,268 @@
+"""Lie-group generalized-alpha (seed 002 §5) against the digest's reference values and exact cases."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from difflie.body import RigidBody
+from difflie.forces import CartesianSpringDamper
+from difflie.lie import SO3
+from difflie.model import Model
+from difflie.models.spatial import heavy_top_spherical
+from difflie.simulate import simulate
+from difflie.solvers.base import RESULTS
+from difflie.solvers.generalized_alpha import GeneralizedAlpha, alpha_coefficients
+
+# seed_002 §6.1: heavy-top COM at t = 1 s (DOP853, rtol 1e-13) and the digest's own Lie
+# generalized-alpha prototype errors (§5.8, rho_inf = 0.9, full Newton).
+HT_REF_T1 = np.array([0.173343964098, 0.640088592070, -0.748490791134])
+DIGEST_ERRORS = {4e-4: 1.161e-3, 2e-4: 2.901e-4, 1e-4: 7.252e-5, 5e-5: 1.813e-5}
+PIVOT = np.array([0.0, 1.0, 0.0])  # fixed point seen from the COM is -PIVOT in body axes
+
+
+@eqx.filter_jit
+def integrate(solver, model, h, n):
+    """``n`` steps of size ``h`` (both traced: one compilation per model and solver)."""
+    y, st = solver.init(model, 0.0, h)
+
+    def body(k, carry):
+        y, st, phi, its, max_its, ok = carry
+        y, _, st, stats, res = solver.step(model, k * h, (k + 1) * h, y, st)
+        origins = y.position - jnp.einsum("bij,bj->bi", y.rotation, model.bodies.com)
+        if model.constraints is not None:
+            phi = jnp.maximum(phi, jnp.max(jnp.abs(model.constraints.residual((k + 1) * h, origins, y.rotation))))
+        its = its + stats.newton_iterations
+        max_its = jnp.maximum(max_its, stats.newton_iterations)
+        return y, st, phi, its, max_its, ok & (res == RESULTS.successful)
+
+    zero = jnp.zeros((), y.position.dtype)
+    init = (y, st, zero, jnp.array(0), jnp.array(0), jnp.array(True))
+    y, st, phi, its, max_its, ok = jax.lax.fori_loop(0, n, body, init)
+    return dict(y=y, cache=st, phi=phi, mean_its=its / n, max_its=max_its, ok=ok)
+
+
+def run(solver, model, h, t1=1.0):
+    return integrate(solver, model, jnp.asarray(h), jnp.asarray(int(round(t1 / h))))
+
+
+@pytest.fixture(scope="module")
+def top():
+    return heavy_top_spherical()
+
+
+@pytest.fixture(scope="module")
+def top_runs(top):
+    return {h: run(GeneralizedAlpha(), top, h) for h in (1e-3, 5e-4, 4e-4)}
+
+
+def _err(out):
+    return float(np.linalg.norm(np.asarray(out["y"].position[0]) - HT_REF_T1))
+
+
+def test_coefficients():
+    am, af, g, b = alpha_coefficients(0.9)
+    np.testing.assert_allclose([am, af, g, b], [8 / 19, 9 / 19, 21 / 38, 100 / 361], rtol=1e-15)
+    np.testing.assert_allclose(alpha_coefficients(1.0), [0.5, 0.5, 0.5, 0.25], rtol=1e-15)
+    with pytest.raises(ValueError, match="rho_inf"):
+        GeneralizedAlpha(rho_inf=1.0)
+    with pytest.raises(ValueError, match="newton"):
+        GeneralizedAlpha(newton="quasi")
+
+
+def test_heavy_top_second_order_matches_digest(top_runs):
+    """Order 2 against the reference; the digest's prototype error at h = 4e-4 to 0.2 %."""
+    hs = sorted(top_runs)
+    errs = [_err(top_runs[h]) for h in hs]
+    slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
+    assert 1.95 < slope < 2.05, (errs, slope)
+    assert abs(_err(top_runs[4e-4]) / DIGEST_ERRORS[4e-4] - 1) < 2e-3
+    for out in top_runs.values():
+        assert bool(out["ok"])  # h = 1e-3 included: Exudyn's default fails for h >= 1.25e-4
+
+
+def test_heavy_top_constraint_and_iterations(top_runs):
+    for h, out in top_runs.items():
+        assert float(out["phi"]) < 1e-10, (h, float(out["phi"]))
+        assert 1.0 <= float(out["mean_its"]) <= 2.5  # the digest's prototype: 2.00 per step
+        assert int(out["max_its"]) <= 3
+
+
+@pytest.mark.slow
+def test_heavy_top_step_sweep(top):
+    """Every h from 1e-3 down to 6.25e-5 runs without Newton failure; digest errors to 0.3 %."""
+    hs = [1e-3 / 2**k for k in range(5)]
+    outs = {h: run(GeneralizedAlpha(), top, h) for h in hs + [4e-4, 2e-4, 1e-4, 5e-5]}
+    for out in outs.values():
+        assert bool(out["ok"]) and float(out["phi"]) < 1e-10
+    errs = [_err(outs[h]) for h in hs]
+    slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
+    assert 1.97 < slope < 2.03
+    for h, e in DIGEST_ERRORS.items():
+        assert abs(_err(outs[h]) / e - 1) < 3e-3, (h, _err(outs[h]), e)
+
+
+def test_modified_newton_same_solution(top, top_runs):
+    """Modified Newton keeps its matrix across steps and converges to the same solution."""
+    h = 1e-3
+    out = run(GeneralizedAlpha(newton="modified"), top, h)
+    assert bool(out["ok"]) and float(out["phi"]) < 1e-10
+    full = top_runs[h]
+    np.testing.assert_allclose(out["y"].position, full["y"].position, atol=1e-8)
+    assert int(out["cache"].updates) < 1000  # fewer factorisations than steps
+    assert int(full["cache"].updates) >= 1000 * float(full["mean_its"]) - 1  # full: one per iteration
+    assert float(out["mean_its"]) > float(full["mean_its"])
+
+
+def test_unconstrained_fixed_origin_equals_spherical_joint(top_runs):
+    """The fixed-point heavy top (``fixed_origin``, no constraints) gives the same steps."""
+    from difflie.models import heavy_top
+
+    out = run(GeneralizedAlpha(), heavy_top(), 1e-3)
+    np.testing.assert_allclose(out["y"].position, top_runs[1e-3]["y"].position, atol=1e-11)
+
+
+def test_consistent_initial_acceleration(top):
+    """vdot0 from the index-3 saddle point equals the fixed-point Euler equation's answer."""
+    y0, _ = GeneralizedAlpha().init(top, 0.0, 1e-3)
+    m, J = 15.0, np.diag([0.234375, 0.46875, 0.234375])
+    X = PIVOT  # COM seen from the fixed point
+    w = np.array([0.0, 150.0, -4.61538])
+    J_fp = J + m * (X @ X * np.eye(3) - np.outer(X, X))
+    f = np.array([0.0, 0.0, -9.81 * m])
+    wdot = np.linalg.solve(J_fp, np.cross(X, f) - np.cross(w, J_fp @ w))
+    a_com = np.cross(wdot, X) + np.cross(w, np.cross(w, X))
+    np.testing.assert_allclose(y0.acceleration[0, 3:], wdot, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(y0.acceleration[0, :3], a_com, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(y0.algorithmic_acceleration, y0.acceleration)
+    # The multipliers are the joint's reaction: m a_com = f + (reaction on the body).
+    np.testing.assert_allclose(-y0.multipliers, m * a_com - f, rtol=1e-12)
+
+
+def _spring_body(stiffness, omega0, v0):
+    body = RigidBody(2.0, jnp.diag(jnp.array([1.0, 2.0, 3.0])))
+    spring = CartesianSpringDamper((0,), jnp.zeros((1, 3)), jnp.zeros((1, 3)), jnp.full((1, 3), stiffness))
+    return Model(body, r0=jnp.zeros((1, 3)), v0=jnp.asarray(v0)[None], omega0=jnp.asarray(omega0)[None],
+                 gravity=(0.0, 0.0, -9.81), forces=(spring,))  # fmt: skip
+
+
+def test_free_body_exact():
+    """No constraints: constant gravity and a principal-axis spin are integrated exactly."""
+    w, v0 = np.array([0.0, 0.0, 5.0]), np.array([1.0, 0.0, 2.0])
+    h, n = 0.01, 100
+    out = run(GeneralizedAlpha(), _spring_body(0.0, w, v0), h, t1=h * n)
+    t = h * n
+    np.testing.assert_allclose(out["y"].position[0], v0 * t + 0.5 * np.array([0, 0, -9.81]) * t**2, atol=1e-12)
+    np.testing.assert_allclose(out["y"].rotation[0], SO3.exp(jnp.asarray(w * t)).matrix, atol=1e-12)
+    assert bool(out["ok"])
+
+
+def test_spectral_radius_at_infinity():
+    """Linear oscillator: the step's amplification matrix (by jax.jacfwd through the implicit
+    step) has spectral radius rho_inf as h omega -> oo, and ~1 for small h omega."""
+    for rho in (0.9, 0.5):
+        solver = GeneralizedAlpha(rho_inf=rho)
+        model = _spring_body(2.0e4, np.zeros(3), np.zeros(3))  # omega = 100 rad/s
+        y0, st = solver.init(model, 0.0, 1.0)
+
+        def radius(h):
+            def step(z):
+                y = eqx.tree_at(
+                    lambda s: (s.position, s.velocity, s.acceleration, s.algorithmic_acceleration),
+                    y0,
+                    (y0.position.at[0, 0].set(z[0]), y0.velocity.at[0, 0].set(z[1]),
+                     y0.acceleration.at[0, 0].set(z[2]), y0.algorithmic_acceleration.at[0, 0].set(z[3])),
+                )  # fmt: skip
+                y1 = solver.step(model, 0.0, h, y, st)[0]
+                return jnp.stack([y1.position[0, 0], y1.velocity[0, 0], y1.acceleration[0, 0],
+                                  y1.algorithmic_acceleration[0, 0]])  # fmt: skip
+
+            A = jax.jacfwd(step)(jnp.zeros(4))
+            return np.max(np.abs(np.linalg.eigvals(np.asarray(A))))
+
+        assert abs(radius(1e3) - rho) < 1e-4
+        assert 1 - 1e-6 < radius(1e-5) <= 1 + 1e-12
+
+
+def test_scaling_conditions_the_iteration_matrix(top):
+    """Bottasso scaling: O(1) condition numbers for every h, the same converged step."""
+    conds = {}
+    for scaling in (True, False):
+        solver = GeneralizedAlpha(scaling=scaling)
+        y0, st = solver.init(top, 0.0, 1e-3)
+        for h in (1e-2, 1e-4):
+            fn, _, x_pred, _ = solver._residual_fn(top, jnp.asarray(h), jnp.asarray(h), y0)
+            mat = jax.jacfwd(lambda z: fn(z)[0])(x_pred)
+            conds[scaling, h] = np.linalg.cond(np.asarray(mat))
+    assert conds[True, 1e-4] < 1e3 and conds[True, 1e-4] / conds[True, 1e-2] < 10
+    assert conds[False, 1e-4] / conds[False, 1e-2] > 1e3
+    y_s = GeneralizedAlpha().step(top, 0.0, 1e-3, *GeneralizedAlpha().init(top, 0.0, 1e-3))[0]
+    plain = GeneralizedAlpha(scaling=False)
+    y_p = plain.step(top, 0.0, 1e-3, *plain.init(top, 0.0, 1e-3))[0]
+    np.testing.assert_allclose(y_s.position, y_p.position, atol=1e-12)
+    np.testing.assert_allclose(y_s.multipliers, y_p.multipliers, rtol=1e-7)
+
+
+def test_newton_failure_is_reported(top):
+    solver = GeneralizedAlpha(max_iterations=1, rtol=1e-15, atol=1e-15, ctol=1e-18)
+    y0, st = solver.init(top, 0.0, 1e-3)
+    _, _, _, stats, result = solver.step(top, 0.0, 2e-2, y0, st)
+    assert result == RESULTS.newton_failed and int(stats.newton_iterations) == 1
+    sol = simulate(top, solver, 0.0, 0.04, 0.02, throw=False)
+    assert sol.result == RESULTS.newton_failed
+    with pytest.raises(Exception, match="Newton"):
+        jax.block_until_ready(simulate(top, solver, 0.0, 0.04, 0.02, throw=True).ts)
+
+
+def test_gradients_implicit_function_theorem():
+    """jax.grad / jax.jacfwd through simulate match central differences (IFT per step)."""
+
+    def final_x(params):
+        mass, spin = params[0], params[1]
+        model = heavy_top_spherical(mass=mass, omega0=jnp.stack([0.0 * spin, spin, -4.61538 + 0.0 * spin]))
+        sol = simulate(model, GeneralizedAlpha(), 0.0, 0.02, 1e-3)
+        return sol.position[-1, 0, 0] + sol.angular_velocity[-1, 0, 0]
+
+    p = jnp.array([15.0, 150.0])
+    g_rev = jax.grad(final_x)(p)
+    g_fwd = jax.jacfwd(final_x)(p)
+    eps = np.array([1e-4, 1e-3])
+    fd = [(final_x(p.at[i].add(eps[i])) - final_x(p.at[i].add(-eps[i]))) / (2 * eps[i]) for i in range(2)]
+    assert np.all(np.isfinite(np.asarray(g_rev))) and np.linalg.norm(np.asarray(g_rev)) > 0
+    np.testing.assert_allclose(g_rev, g_fwd, rtol=1e-10)
+    np.testing.assert_allclose(g_rev, np.asarray(fd), rtol=1e-6)
+
+
+def test_vmap_over_parameters():
+    masses = jnp.array([10.0, 15.0])
+
+    def final(mass):
+        return simulate(heavy_top_spherical(mass=mass), GeneralizedAlpha(), 0.0, 0.01, 1e-3).position[-1, 0]
+
+    batched = jax.vmap(final)(masses)
+    np.testing.assert_allclose(batched[1], final(masses[1]), atol=1e-13)
+    assert not np.allclose(batched[0], batched[1])
+
+
+def test_float32_smoke():
+    code = (
+        "import jax, jax.numpy as jnp\n"
+        "assert not jax.config.jax_enable_x64\n"
+        "from difflie.models.spatial import heavy_top_spherical\n"
+        "from difflie.simulate import simulate\n"
+        "from difflie.solvers.generalized_alpha import GeneralizedAlpha\n"
+        "sol = simulate(heavy_top_spherical(), GeneralizedAlpha(), 0.0, 0.05, 1e-3)\n"
+        "assert sol.position.dtype == jnp.float32, sol.position.dtype\n"
+        "r = sol.position[-1, 0]; R = sol.rotation[-1, 0]\n"
+        "assert float(jnp.abs(r + R @ jnp.array([0.0, -1.0, 0.0])).max()) < 1e-4\n"
+        "print(sol.stats.newton_iterations / sol.stats.steps)\n"
+    )
+    env = {"JAX_ENABLE_X64": "0", "PATH": "", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
