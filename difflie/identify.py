@@ -152,8 +152,8 @@ class Measurements(eqx.Module):
     the residuals.
     """
 
-    ts: tuple[float, ...] = eqx.field(static=True)
-    bodies: tuple[int, ...] = eqx.field(static=True)
+    ts: tuple[float, ...] = eqx.field(static=True, converter=lambda ts: tuple(float(t) for t in np.ravel(ts)))
+    bodies: tuple[int, ...] = eqx.field(static=True, converter=lambda b: tuple(int(i) for i in b))
     position: Float[Array, "n k 3"] | None = None
     rotation: Float[Array, "n k 3 3"] | None = None
     markers: Float[Array, "k 3"] | None = None
@@ -218,7 +218,7 @@ def measure(
     """Synthetic measurements: simulate ``model`` and add Gaussian noise (positions
     ``N(0, sigma_position^2)`` per component, rotations ``R exp(eps)`` with
     ``eps ~ N(0, sigma_rotation^2 I)``). Zero sigmas give noise-free data (whitening by 1)."""
-    ts = tuple(float(t) for t in np.asarray(ts))
+    ts = tuple(float(t) for t in np.ravel(ts))
     bodies = tuple(range(model.num_bodies)) if bodies is None else tuple(bodies)
     sol = simulate(model, solver, t0, ts[-1], dt, saveat=SaveAt(ts=np.asarray(ts)), **kwargs)
     position = marker_positions(model, sol, bodies, markers)

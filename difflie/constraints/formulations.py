@@ -54,6 +54,14 @@ class AbstractFormulation(eqx.Module):
         """Attitude moved by the increment ``x``."""
         return rot + x
 
+    def local(self, rot: Array, x: Float[Array, "nb d"]) -> Array:
+        """A chart that agrees with :meth:`retract` to second order at ``x = 0``.
+
+        Derivatives at ``x = 0`` (Jacobians, ``nu``, ``gamma``, reactions) only need that much,
+        and a polynomial chart keeps those autodiff graphs small.
+        """
+        return self.retract(rot, x)
+
     def W(self, rot: Array) -> Float[Array, "nb 3 d"]:
         """``omega_bar = W rot_dot`` (body angular velocity of the coordinate rates)."""
 
@@ -97,6 +105,10 @@ class RA(AbstractFormulation):
 
     def retract(self, rot, x):
         return jnp.einsum("bij,bjk->bik", rot, so3_exp_matrix(x))
+
+    def local(self, rot, x):
+        X = hat(x)
+        return jnp.einsum("bij,bjk->bik", rot, jnp.eye(3, dtype=x.dtype) + X + 0.5 * X @ X)
 
     def W(self, rot):
         return jnp.broadcast_to(jnp.eye(3, dtype=rot.dtype), rot.shape)

@@ -11,6 +11,7 @@ attitudes of the formulation. ``Psi(t, r, rot)`` stacks the model's ``Phi(t, r_o
 
 For rA the chart is ``A exp(hat(x))``, so ``q_dot = (r_dot, omega_bar)`` and the second
 derivative along ``A exp(s hat(omega_bar))`` is the velocity-quadratic part of ``Phi_ddot``.
+Derivatives at ``x = 0`` use ``A (I + X + X^2/2)``, equal to ``A exp(X)`` to second order.
 """
 
 from __future__ import annotations
@@ -49,13 +50,19 @@ def psi_chart(constraints, com, form, t, r, rot, x):
     return psi(constraints, com, form, t, r1, rot1)
 
 
+def psi_local(constraints, com, form, t, r, rot, x):
+    """``Psi`` in the second-order-exact local chart: for derivatives at ``x = 0`` only."""
+    xr, xrot = split(form, x, r.shape[0])
+    return psi(constraints, com, form, t, r + xr, form.local(rot, xrot))
+
+
 def num_coordinates(form: AbstractFormulation, nb: int) -> int:
     return nb * (3 + form.dim)
 
 
 def jacobian(constraints, com, form, t, r, rot) -> Float[Array, "m n"]:
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
-    return jax.jacfwd(lambda x: psi_chart(constraints, com, form, t, r, rot, x))(x0)
+    return jax.jacfwd(lambda x: psi_local(constraints, com, form, t, r, rot, x))(x0)
 
 
 def nu(constraints, com, form, t, r, rot) -> Float[Array, " m"]:
@@ -67,7 +74,7 @@ def gamma(constraints, com, form, t, r, rot, qdot: Float[Array, " n"]) -> Float[
     t = jnp.asarray(t, r.dtype)
 
     def along(s):
-        return psi_chart(constraints, com, form, t + s, r, rot, s * qdot)
+        return psi_local(constraints, com, form, t + s, r, rot, s * qdot)
 
     def first(s):
         return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
@@ -79,5 +86,5 @@ def gamma(constraints, com, form, t, r, rot, qdot: Float[Array, " n"]) -> Float[
 def reaction(constraints, com, form, t, r, rot, lam: Float[Array, " m"]) -> Float[Array, " n"]:
     """``G^T lam`` (generalised constraint forces, sign as in ``M q_ddot + G^T lam = Q``)."""
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
-    _, vjp = jax.vjp(lambda x: psi_chart(constraints, com, form, t, r, rot, x), x0)
+    _, vjp = jax.vjp(lambda x: psi_local(constraints, com, form, t, r, rot, x), x0)
     return vjp(lam)[0]

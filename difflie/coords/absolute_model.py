@@ -57,6 +57,7 @@ class AbsoluteModel(eqx.Module):
       body (``q = (r, theta)``, ``V = (v, omega_body)``, ``v`` as given by `velocity`).
     - `velocity`: ``"mixed"`` (``v = r_dot``, world) or ``"body"`` (``v = R^T r_dot``).
     - `args`: passed to `acceleration`.
+    - `body_names`: one name per body (default ``body0, body1, ...``).
     """
 
     chart: AbstractChart
@@ -65,6 +66,13 @@ class AbsoluteModel(eqx.Module):
     V0: Float[Array, "nb d"]
     args: PyTree[Any] = None
     velocity: Literal["mixed", "body"] = eqx.field(static=True, default="mixed")
+    body_names: tuple[str, ...] = eqx.field(static=True)
+
+    def __init__(self, chart, acceleration, q0, V0, args=None, velocity="mixed", body_names=None):
+        self.chart, self.acceleration, self.args, self.velocity = chart, acceleration, args, velocity
+        self.q0, self.V0 = jnp.asarray(q0), jnp.asarray(V0)
+        nb = self.q0.shape[0] if self.q0.ndim else 0
+        self.body_names = tuple(f"body{i}" for i in range(nb)) if body_names is None else tuple(body_names)
 
     def __check_init__(self):
         if not isinstance(self.chart, AbstractChart):
@@ -74,6 +82,8 @@ class AbsoluteModel(eqx.Module):
         q0, V0 = jnp.shape(self.q0), jnp.shape(self.V0)
         if len(q0) != 2 or len(V0) != 2 or q0[0] != V0[0] or V0[1] not in (3, 6):
             raise ValueError(f"AbsoluteModel: q0 must be (nb, n) and V0 (nb, 3 or 6); got {q0} and {V0}")
+        if len(self.body_names) != q0[0]:
+            raise ValueError(f"AbsoluteModel: {len(self.body_names)} body_names for {q0[0]} bodies")
         n = self.chart.dim + (3 if V0[1] == 6 else 0)
         if q0[1] != n:
             raise ValueError(

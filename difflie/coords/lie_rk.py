@@ -125,29 +125,38 @@ class LGTRungeKutta(AbstractSolver):
         chart, tab = model.chart, self.tableau
         q0, V0 = y0
         h = t1 - t0
+        zero_X = jnp.zeros(V0.shape[:-1] + (local.tangent_dim,), V0.dtype)
         KX, KV = [], []
-        for i, (ci, row) in enumerate(zip(tab.c, tab.a)):
-            if i == 0:
-                Xi, Vi, qi = jnp.zeros(V0.shape[:-1] + (local.tangent_dim,), V0.dtype), V0, q0
-            else:
-                Xi = h * sum(a * k for a, k in zip(row, KX) if a != 0.0)
-                Vi = V0 + h * sum(a * k for a, k in zip(row, KV) if a != 0.0)
-                qi = chart.lgt(q0, Xi, local.group, local.psi)
+        for ci, row in zip(tab.c, tab.a):
+            Xi = _combine(h, row, KX, zero_X)
+            Vi = V0 + _combine(h, row, KV, jnp.zeros_like(V0))
+            qi = chart.lgt(q0, Xi, local.group, local.psi) if any(a != 0.0 for a in row) else q0
             KV.append(model.acceleration(t0 + ci * h, qi, Vi, model.args))
             KX.append(local.kinematics(Xi, group_velocity(local, model.rotation(qi), Vi, model.velocity)))
-        X1 = h * sum(b * k for b, k in zip(tab.b, KX) if b != 0.0)
-        V1 = V0 + h * sum(b * k for b, k in zip(tab.b, KV) if b != 0.0)
+        X1 = _combine(h, tab.b, KX, zero_X)
+        V1 = V0 + _combine(h, tab.b, KV, jnp.zeros_like(V0))
         q1 = chart.lgt(q0, X1, local.group, local.psi)
         y_error = None
         if tab.b_error is not None:
-            y_error = (
-                h * sum(b * k for b, k in zip(tab.b_error, KX) if b != 0.0),
-                h * sum(b * k for b, k in zip(tab.b_error, KV) if b != 0.0),
-            )
+            y_error = (_combine(h, tab.b_error, KX, zero_X), _combine(h, tab.b_error, KV, jnp.zeros_like(V0)))
         finite = jnp.all(jnp.isfinite(q1)) & jnp.all(jnp.isfinite(V1))
         result = RESULTS.where(finite, RESULTS.successful, RESULTS.nonfinite)
         stats = StepStats(evaluations=jnp.asarray(len(tab.b)), newton_iterations=jnp.asarray(0))
         return (q1, V1), y_error, solver_state, stats, result
+
+    def error_norm(self, y0, y1, y_error, rtol, atol):
+        """RMS of the local error ``(dX, dV)`` scaled by ``atol + rtol max(|y0|, |y1|)``.
+
+        Translations scale with the positions, rotations with 1, velocities with themselves.
+        """
+        (q0, V0), (q1, V1) = y0, y1
+        eX, eV = y_error
+        sr = atol + rtol * jnp.ones_like(eX[..., -3:])
+        parts = [eX[..., -3:] / sr]
+        if eX.shape[-1] == 6:
+            parts.append(eX[..., :3] / (atol + rtol * jnp.maximum(jnp.abs(q0[..., :3]), jnp.abs(q1[..., :3]))))
+        parts.append(eV / (atol + rtol * jnp.maximum(jnp.abs(V0), jnp.abs(V1))))
+        return jnp.sqrt(jnp.mean(jnp.concatenate(parts, axis=-1) ** 2))
 
     def observe(self, model, y) -> BodyState:
         q, V = y
@@ -158,6 +167,12 @@ class LGTRungeKutta(AbstractSolver):
         return BodyState(
             position=q[..., :3], rotation=R, velocity=world_velocity(R, V, model.velocity), angular_velocity=V[..., 3:]
         )
+
+
+def _combine(h, coefficients, ks, zero):
+    """``h sum_j c_j k_j`` over the non-zero coefficients (``zero`` if there are none)."""
+    terms = [c * k for c, k in zip(coefficients, ks) if c != 0.0]
+    return h * sum(terms[1:], terms[0]) if terms else zero
 
 
 def integrate(

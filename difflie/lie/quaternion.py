@@ -9,6 +9,7 @@ from jaxtyping import Array, Float
 
 from . import _ops
 from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion
+from .so3 import SO3
 
 
 class UnitQuaternion(AbstractLieGroup):
@@ -45,17 +46,9 @@ class UnitQuaternion(AbstractLieGroup):
     def sample_uniform(cls, key: Array, batch_shape: tuple[int, ...] = (), dtype=None) -> UnitQuaternion:
         return cls(_uniform_quaternion(key, tuple(batch_shape), _default_dtype(dtype)))
 
-    @staticmethod
-    def dexp(xi: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
-        return _ops.so3_right_jacobian(jnp.asarray(xi))
-
-    @staticmethod
-    def dexpinv(xi: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
-        return _ops.so3_right_jacobian_inv(jnp.asarray(xi))
-
-    @staticmethod
-    def ad(xi: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
-        return _ops.hat(jnp.asarray(xi))
+    dexp = staticmethod(SO3.dexp)
+    dexpinv = staticmethod(SO3.dexpinv)
+    ad = staticmethod(SO3.ad)
 
     def log(self) -> Float[Array, "*b 3"]:
         return _ops.qlog(self.wxyz)
@@ -75,9 +68,7 @@ class UnitQuaternion(AbstractLieGroup):
     def as_matrix(self) -> Float[Array, "*b 3 3"]:
         return _ops.quat_to_matrix(self.wxyz)
 
-    def as_so3(self):
-        from .so3 import SO3
-
+    def as_so3(self) -> SO3:
         return SO3(self.as_matrix())
 
     def normalize(self) -> UnitQuaternion:

@@ -72,13 +72,23 @@ class IterationMatrix(eqx.Module):
 # Physics: one residual, evaluated at configurations composed from the start of the step.
 
 
+# 3x3 products as broadcast-and-sum: they fuse with their neighbours, where a ``dot`` would
+# be a separate kernel call per tiny product (the step is launch-bound on CPU).
+def _matmul(a, b):
+    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+
+
+def _matvec(a, v):
+    return jnp.sum(a * v[..., None, :], axis=-1)
+
+
 def _compose(x, R, dq):
     """Local-global transition: ``(x + dx, R exp(dpsi))``."""
-    return x + dq[:, :3], jnp.einsum("bij,bjk->bik", R, SO3.exp(dq[:, 3:]).matrix)
+    return x + dq[:, :3], _matmul(R, SO3.exp(dq[:, 3:]).matrix)
 
 
 def _origins(model, x, R):
-    return x - jnp.einsum("bij,bj->bi", R, model.bodies.com)
+    return x - _matvec(R, model.bodies.com)
 
 
 def _constraint(model, t, x, R):
@@ -103,14 +113,14 @@ def _constraint(model, t, x, R):
 def _mass_times(model, acc):
     """``M acc`` with ``M = blockdiag(m I, J)`` per body."""
     lin = model.bodies.mass[:, None] * acc[:, :3]
-    ang = jnp.einsum("bij,bj->bi", model.bodies.inertia, acc[:, 3:])
+    ang = _matvec(model.bodies.inertia, acc[:, 3:])
     return jnp.concatenate([lin, ang], axis=-1)
 
 
 def _forces(model, t, x, R, u, w):
     """``g = (f_world, tau_body - omega x J omega)``."""
     f, tau = model.applied_forces(t, x, R, u, w)
-    gyro = jnp.cross(w, jnp.einsum("bij,bj->bi", model.bodies.inertia, w))
+    gyro = jnp.cross(w, _matvec(model.bodies.inertia, w))
     return jnp.concatenate([f, tau - gyro], axis=-1)
 
 
@@ -161,10 +171,12 @@ class GeneralizedAlpha(AbstractSolver):
 
     - ``rho_inf``: spectral radius at infinity in ``[0, 1)``; 0.9 as in seed 002.
     - ``newton``: ``"full"`` (a fresh iteration matrix every iteration) or ``"modified"``
-      (the factorised matrix is kept across iterations and steps and rebuilt when the residual
-      contracts by less than ``contractivity`` per iteration, after ``max_reuse`` iterations on
-      one matrix, or when the step size changes; a diverging iteration restarts the step from the
-      predictor with a fresh matrix).
+      (the factorised matrix is kept across iterations, and across steps when
+      ``reuse_across_steps``, and rebuilt when the residual contracts by less than
+      ``contractivity`` per iteration, after ``max_reuse`` iterations on one matrix, or when the
+      step size changes; a diverging iteration restarts the step from the predictor with a
+      fresh matrix). With ``reuse_across_steps=False`` the matrix is built once per step, at
+      the predictor.
     - ``rtol``, ``atol``, ``ctol``: converged when ``|M vdot - g + B^T lambda| <= atol + rtol
       (|M vdot| + |g|)`` and ``max |Phi| <= ctol`` (at least one iteration). ``None``:
       ``1e-8``/``1e-10``/``1e-12`` in float64, ``1e-4``/``1e-5``/``1e-5`` in float32.
@@ -181,6 +193,7 @@ class GeneralizedAlpha(AbstractSolver):
     max_iterations: int = eqx.field(static=True, default=25)
     contractivity: float = eqx.field(static=True, default=0.5)
     max_reuse: int = eqx.field(static=True, default=8)
+    reuse_across_steps: bool = eqx.field(static=True, default=True)
     scaling: bool = eqx.field(static=True, default=True)
 
     order: ClassVar[int] = 2
@@ -295,7 +308,7 @@ class GeneralizedAlpha(AbstractSolver):
             F=F0,
             lu=cache.lu,
             piv=cache.pivots,
-            valid=cache.valid & same_h,
+            valid=cache.valid & same_h if self.reuse_across_steps else jnp.array(False),
             reuse=jnp.array(0, jnp.int32),
             it=jnp.array(0, jnp.int32),
             updates=cache.updates,

@@ -33,7 +33,7 @@ _SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
 
 
 def _mv(M: Array, v: Array) -> Array:
-    return jnp.einsum("...ij,...j->...i", M, v)
+    return jnp.sum(M * v[..., None, :], axis=-1)
 
 
 class AbstractRKMK(AbstractSolver):

@@ -1,0 +1,258 @@
+"""Basic constraints, joints, ConstraintSet, the expression evaluator and the autodiff
+Jacobian / nu / gamma of the three formulations, against seed 003's corrected closed forms
+(digest §2.3, Table 2 and eqs. 18) and finite differences."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from difflie import constraints as C
+from difflie.constraints import jacobians as jac
+from difflie.constraints.formulations import RA, RE, RP
+from difflie.expr import ExpressionError, parse, time_derivatives
+from difflie.lie import SO3, hat
+
+RNG = np.random.default_rng(0)
+
+
+def _rand_rot(n, seed=0):
+    return np.asarray(SO3.sample_uniform(jax.random.PRNGKey(seed), (n,)).as_matrix())
+
+
+def _unit(v):
+    return v / np.linalg.norm(v)
+
+
+# --- expressions ------------------------------------------------------------------------------
+
+
+def test_expression_values_and_autodiff_derivatives():
+    f = parse("cos(pi/4*cos(2*t) + pi/2)")
+    t = 0.37
+    phi = np.pi / 4 * np.cos(2 * t)
+    val, d1, d2 = time_derivatives(f, jnp.asarray(t))
+    phid, phidd = -np.pi / 2 * np.sin(2 * t), -np.pi * np.cos(2 * t)
+    assert abs(val - np.cos(phi + np.pi / 2)) < 1e-15
+    assert abs(d1 - (-np.sin(phi + np.pi / 2) * phid)) < 1e-14
+    assert abs(d2 - (-np.cos(phi + np.pi / 2) * phid**2 - np.sin(phi + np.pi / 2) * phidd)) < 1e-13
+    # the C1 file's f_ddot string is wrong (digest §8 item 25): autodiff differs from it
+    wrong = parse("1/4*pi*(4*cos(2*t)*cos(1/4*pi*cos(2*t)))+pi*sin(2*t)**2*sin(1/4*pi*cos(2*t))")
+    assert abs(wrong(t) - d2) > 1e-2
+    assert parse("2^3")(0.0) == 8.0 and parse("np.sin(t)")(0.5) == pytest.approx(np.sin(0.5))
+
+
+@pytest.mark.parametrize(
+    "bad", ["__import__('os').system('x')", "t.real", "lambda: 1", "x + 1", "open('f')", "[1, 2]", "", "sin(t, k=1)"]
+)
+def test_expression_rejects_unsafe_input(bad):
+    with pytest.raises(ExpressionError):
+        parse(bad)
+
+
+# --- Jacobians against the corrected Table 2 ---------------------------------------------------
+
+
+def _pair_state(seed=1):
+    A = _rand_rot(2, seed)
+    r = RNG.normal(size=(2, 3))
+    return r, A
+
+
+def _table2(kind, v, r, A):
+    """Corrected Table 2 rows (digest §2.3): columns r_i, theta_i, r_j, theta_j."""
+    Ai, Aj = A
+    ri, rj = r
+    if kind == "DP1":
+        ai, aj = v
+        return np.concatenate(
+            [np.zeros(3), -aj @ Aj.T @ Ai @ hat(ai), np.zeros(3), -ai @ Ai.T @ Aj @ hat(aj)]
+        )
+    if kind == "DP2":
+        ai, sp, sq = v
+        d = rj + Aj @ sq - ri - Ai @ sp
+        a = Ai @ ai
+        return np.concatenate([-a, ai @ hat(sp) - d @ Ai @ hat(ai), a, -a @ Aj @ hat(sq)])
+    if kind == "D":
+        sp, sq = v
+        d = rj + Aj @ sq - ri - Ai @ sp
+        return np.concatenate([-2 * d, 2 * d @ Ai @ hat(sp), 2 * d, -2 * d @ Aj @ hat(sq)])
+    c, sp, sq = v
+    return np.concatenate([-c, c @ Ai @ hat(sp), c, -c @ Aj @ hat(sq)])
+
+
+def _rows(kind, v, bi=0, bj=1):
+    if kind == "DP1":
+        return C.dp1(bi, v[0], bj, v[1])
+    if kind == "DP2":
+        return C.dp2(bi, v[0], v[1], bj, v[2])
+    if kind == "D":
+        return C.d(bi, v[0], bj, v[1], 2.0)
+    return C.cd(v[0], bi, v[1], bj, v[2])
+
+
+KIND_VECTORS = {
+    "DP1": [_unit(RNG.normal(size=3)), _unit(RNG.normal(size=3))],
+    "DP2": [_unit(RNG.normal(size=3)), RNG.normal(size=3), RNG.normal(size=3)],
+    "D": [RNG.normal(size=3), RNG.normal(size=3)],
+    "CD": [np.array([0.0, 1.0, 0.0]), RNG.normal(size=3), RNG.normal(size=3)],
+}
+
+
+@pytest.mark.parametrize("kind", ["DP1", "DP2", "D", "CD"])
+def test_rA_jacobian_matches_corrected_table2(kind):
+    v = [jnp.asarray(x) for x in KIND_VECTORS[kind]]
+    r, A = _pair_state()
+    cs = C.ConstraintSet([_rows(kind, v)], 2)
+    G = np.asarray(jac.jacobian(cs, jnp.zeros((2, 3)), RA(), 0.0, jnp.asarray(r), jnp.asarray(A)))
+    expected = _table2(kind, [np.asarray(x) for x in v], r, A)
+    # our columns: [r_1, r_2, theta_1, theta_2]; Table 2: [r_i, theta_i, r_j, theta_j]
+    ours = np.concatenate([G[0, 0:3], G[0, 6:9], G[0, 3:6], G[0, 9:12]])
+    np.testing.assert_allclose(ours, expected, atol=1e-12)
+    # ground as body j: its columns are simply absent, the rest is unchanged
+    cs_g = C.ConstraintSet([_rows(kind, v, 0, C.GROUND)], 1)
+    Gg = np.asarray(jac.jacobian(cs_g, jnp.zeros((1, 3)), RA(), 0.0, jnp.zeros((1, 3)), jnp.asarray(A[:1])))
+    exp_g = _table2(kind, [np.asarray(x) for x in v], np.stack([np.zeros(3), np.zeros(3)]), np.stack([A[0], np.eye(3)]))
+    np.testing.assert_allclose(np.concatenate([Gg[0, :3], Gg[0, 3:]]), exp_g[:6], atol=1e-12)
+
+
+def _gamma_cd_dp1(kind, v, r, A, rd, w):
+    """Eqs. (18a), (18d) as corrected in the digest."""
+    Ai, Aj = A
+    wi, wj = hat(w[0]), hat(w[1])
+    if kind == "DP1":
+        ai, aj = v
+        return -aj @ (Aj.T @ Ai @ wi @ wi + wj @ wj @ Aj.T @ Ai) @ ai + 2 * w[1] @ hat(aj) @ Aj.T @ Ai @ hat(ai) @ w[0]
+    c, sp, sq = v
+    return c @ (Ai @ wi @ wi @ sp - Aj @ wj @ wj @ sq)
+
+
+@pytest.mark.parametrize("kind", ["DP1", "DP2", "D", "CD"])
+def test_rA_gamma_matches_second_time_derivative(kind):
+    """G [r_ddot; omega_dot] - gamma = Phi_ddot along r + t rd + t^2 rdd / 2, A exp(t w + t^2 wd / 2)."""
+    v = [jnp.asarray(x) for x in KIND_VECTORS[kind]]
+    r, A = _pair_state(3)
+    rd, w, rdd, wd = (RNG.normal(size=(2, 3)) for _ in range(4))
+    cs = C.ConstraintSet([_rows(kind, v)], 2)
+    com = jnp.zeros((2, 3))
+    qdot = jac.join(jnp.asarray(rd), jnp.asarray(w))
+    gam = float(jac.gamma(cs, com, RA(), 0.0, jnp.asarray(r), jnp.asarray(A), qdot)[0])
+    G = np.asarray(jac.jacobian(cs, com, RA(), 0.0, jnp.asarray(r), jnp.asarray(A)))
+
+    def phi(s):
+        rs = r + s * rd + s**2 * rdd / 2
+        As = np.einsum("bij,bjk->bik", A, np.asarray(SO3.exp(jnp.asarray(s * w + s**2 * wd / 2)).as_matrix()))
+        return float(cs.residual(0.0, jnp.asarray(rs), jnp.asarray(As))[0])
+
+    e = 1e-4
+    phidd = (phi(e) - 2 * phi(0.0) + phi(-e)) / e**2
+    predicted = G[0] @ np.concatenate([rdd.ravel(), wd.ravel()]) - gam
+    assert abs(phidd - predicted) < 1e-6 * max(1.0, abs(phidd))
+    if kind in ("DP1", "CD"):
+        closed = _gamma_cd_dp1(kind, [np.asarray(x) for x in v], r, A, rd, w)
+        assert abs(gam - closed) < 1e-12
+
+
+def test_formulations_agree_on_phi_velocity_and_acceleration():
+    """One physical state as (r, A, w), (r, p, p_dot), (r, eps, eps_dot): equal Phi, Phi_dot, Phi_ddot."""
+    v = [jnp.asarray(x) for x in KIND_VECTORS["DP2"]]
+    rows = [_rows("DP2", v), _rows("D", [jnp.asarray(x) for x in KIND_VECTORS["D"]]), C.dp1(0, (1.0, 0, 0), C.GROUND, (0, 1.0, 0), f=parse("0.1*sin(t)"))]
+    cs = C.ConstraintSet(rows, 2)
+    com = jnp.zeros((2, 3))
+    r, A = _pair_state(5)
+    r, A = jnp.asarray(r), jnp.asarray(A)
+    rd, w, rdd, wd = (jnp.asarray(RNG.normal(size=(2, 3))) for _ in range(4))
+    t = 0.4
+    results = {}
+    for form in (RA(), RP(), RE()):
+        rot = form.from_rotation(A)
+        np.testing.assert_allclose(form.rotation(rot), A, atol=1e-13)
+        rate = form.rate(rot, w)
+        np.testing.assert_allclose(form.omega(rot, rate), w, atol=1e-12)
+        # rate_dot for the given angular acceleration: W rate_dot = wd - W_dot rate
+        W = form.W(rot)
+        bias = form.omega_dot(rot, rate, jnp.zeros_like(rate))
+        rate_dot = jnp.einsum("bij,bj->bi", jnp.linalg.pinv(W), wd - bias)
+        np.testing.assert_allclose(form.omega_dot(rot, rate, rate_dot), wd, atol=1e-11)
+        G = jac.jacobian(cs, com, form, t, r, rot)
+        qd, qdd = jac.join(rd, rate), jac.join(rdd, rate_dot)
+        phi = jac.psi(cs, com, form, t, r, rot)[:3]
+        phid = (G @ qd - jac.nu(cs, com, form, t, r, rot))[:3]
+        phidd = (G @ qdd - jac.gamma(cs, com, form, t, r, rot, qd))[:3]
+        results[form.name] = np.concatenate([phi, phid, phidd])
+    np.testing.assert_allclose(results["rp"], results["rA"], atol=1e-11)
+    np.testing.assert_allclose(results["re"], results["rA"], atol=1e-11)
+
+
+# --- ConstraintSet and joints -------------------------------------------------------------------
+
+
+def test_constraint_set_keeps_order_names_and_rejects_bad_bodies():
+    rows = [C.cd((1.0, 0, 0), 0, (1.0, 0, 0), C.GROUND, (0, 0, 0), name="a"), C.dp1(0, (1.0, 0, 0), 1, (0, 1.0, 0), name="b"), C.cd((0, 1.0, 0), 1, (0, 0, 0), 0, (0, 0, 0), f=0.5, name="c")]
+    cs = C.ConstraintSet(rows, 2)
+    assert cs.names == ("a", "b", "c") and cs.kinds == ("DP1", "CD")
+    r = jnp.asarray([[0.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    R = jnp.broadcast_to(jnp.eye(3), (2, 3, 3))
+    np.testing.assert_allclose(cs.residual(0.0, r, R), [1.0, 0.0, -2.5])
+    with pytest.raises(ValueError, match="body_j = 2 but the model has 2 bodies"):
+        C.ConstraintSet([C.dp1(0, (1.0, 0, 0), 2, (1.0, 0, 0))], 2)
+    with pytest.raises(ValueError, match="same body"):
+        C.dp1(1, (1.0, 0, 0), 1, (0, 1.0, 0))
+    with pytest.raises(ValueError, match="3-vector"):
+        C.cd((1.0, 0), 0, (0, 0, 0), C.GROUND, (0, 0, 0))
+
+
+@pytest.mark.parametrize(
+    "maker, rows, dof",
+    [
+        (lambda: C.spherical(0, (0.3, 0, 0), 1, (0, -0.2, 0)), 3, 3),
+        (lambda: C.revolute(0, (0.3, 0, 0), (0, 0, 1.0), 1, (0, -0.2, 0), (0, 0, 1.0)), 5, 1),
+        (lambda: C.universal(0, (0.3, 0, 0), (1.0, 0, 0), 1, (0, -0.2, 0), (0, 1.0, 0)), 4, 2),
+        (lambda: C.cylindrical(0, (0.3, 0, 0), (0, 0, 1.0), 1, (0, -0.2, 0), (0, 0, 1.0)), 4, 2),
+        (lambda: C.prismatic(0, (0.3, 0, 0), (0, 0, 1.0), 1, (0, -0.2, 0), (0, 0, 1.0), (1.0, 0, 0), (0, 1.0, 0)), 5, 1),
+        (lambda: C.fixed(0, (0.3, 0, 0), 1, (0, -0.2, 0)), 6, 0),
+    ],
+)
+def test_joints_rows_rank_and_allowed_motion(maker, rows, dof):
+    """Assembled pair (body 1 = body 0 shifted so the joint points coincide): Phi = 0, the
+    Jacobian has full row rank, and its null space has the joint's relative freedom."""
+    cs = C.ConstraintSet(maker(), 2)
+    assert cs.num_constraints == rows
+    r = jnp.asarray([[0.0, 0.0, 0.0], [0.3, 0.2, 0.0]])
+    R = jnp.broadcast_to(jnp.eye(3), (2, 3, 3))
+    assert np.abs(cs.residual(0.0, r, R)).max() < 1e-15
+    # fix body 0 (ground it by removing its columns) and count the freedom of body 1
+    G = np.asarray(jac.jacobian(cs, jnp.zeros((2, 3)), RA(), 0.0, r, R))
+    G1 = G[:, [3, 4, 5, 9, 10, 11]]
+    s = np.linalg.svd(G1, compute_uv=False)
+    assert np.sum(s > 1e-10) == rows and 6 - rows == dof
+
+
+def test_angle_driver_keeps_rank_where_dp1_driver_loses_it():
+    theta = C.Driver(lambda t: 0.0 * t)  # a_i . b_j = cos 0 = 1: the DP1 driver's singular point
+    A = jnp.eye(3)[None]
+    r = jnp.zeros((1, 3))
+    cs_dp1 = C.ConstraintSet([C.dp1(0, (0, 1.0, 0), C.GROUND, (0, 1.0, 0), f=C.Driver(lambda t: jnp.cos(0.0 * t)))], 1)
+    cs_ang = C.ConstraintSet([C.angle(0, (0, 1.0, 0), C.GROUND, (0, 1.0, 0), (0, 0, 1.0), theta)], 1)
+    g_dp1 = jac.jacobian(cs_dp1, jnp.zeros((1, 3)), RA(), 0.0, r, A)
+    g_ang = jac.jacobian(cs_ang, jnp.zeros((1, 3)), RA(), 0.0, r, A)
+    assert np.abs(g_dp1).max() < 1e-15
+    assert abs(g_ang[0, 3]) == pytest.approx(1.0)  # rotation about body x moves y towards z
+    assert abs(cs_ang.residual(0.0, r, A)[0]) < 1e-15
+
+
+def test_no_nan_gradients_at_identity_and_float32():
+    cs = C.ConstraintSet(C.revolute(0, (0.5, 0, 0), (0, 0, 1.0), C.GROUND, (0, 0, 0), (0, 0, 1.0)) + [C.d(0, (0.5, 0, 0), C.GROUND, (0, 0, 0), 0.0)], 1)
+
+    def loss(x):
+        return jnp.sum(jac.psi_chart(cs, jnp.zeros((1, 3)), RA(), 0.0, jnp.asarray([[0.5, 0, 0]]), jnp.eye(3)[None], x) ** 2)
+
+    g = jax.grad(loss)(jnp.zeros(6))
+    h = jax.hessian(loss)(jnp.zeros(6))
+    assert np.all(np.isfinite(g)) and np.all(np.isfinite(h))
+    with jax.experimental.enable_x64(False):
+        r32 = jnp.asarray([[0.5, 0.0, 0.0]], jnp.float32)
+        R32 = jnp.eye(3, dtype=jnp.float32)[None]
+        res = cs.residual(jnp.float32(0.0), r32, R32)
+        G = jac.jacobian(cs, jnp.zeros((1, 3), jnp.float32), RA(), jnp.float32(0.0), r32, R32)
+        assert res.dtype == jnp.float32 and G.dtype == jnp.float32 and np.abs(res).max() < 1e-6

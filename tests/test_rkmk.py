@@ -1,0 +1,219 @@
+"""Explicit RKMK solvers: tableaux, convergence orders on the heavy top, the dexp^-1 sign."""
+
+from fractions import Fraction
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from difflie.lie import SE3, SO3, SO3xR3
+from difflie.model import Model
+from difflie.body import RigidBody
+from difflie.models import heavy_top, torque_free
+from difflie.solvers import RK67, Bosh3, Dopri5, Euler, Heun, RKMK4
+from difflie.solvers import tableaux
+from difflie.solvers.rkmk import AbstractRKMK
+
+
+# seed_002 section 6.1: COM at t = 1 s (DOP853, rtol 1e-13, 12 digits).
+REF_T1 = np.array([0.173343964098, 0.640088592070, -0.748490791134])
+
+
+@eqx.filter_jit
+def run(model, solver, h, n):
+    """``n`` fixed steps of size ``h`` from t = 0 (``n`` traced: one compilation for all h)."""
+    y, state = solver.init(model, jnp.zeros((), h.dtype), h)
+
+    def body(i, carry):
+        y, state = carry
+        t = i * h
+        y1, _, state1, _, _ = solver.step(model, t, t + h, y, state)
+        return y1, state1
+
+    y, _ = jax.lax.fori_loop(0, n, body, (y, state))
+    return solver.observe(model, y)
+
+
+def com_errors(solver, hs, model=None):
+    model = heavy_top() if model is None else model
+    out = []
+    for h in hs:
+        state = run(model, solver, jnp.asarray(h), int(round(1.0 / h)))
+        out.append(np.linalg.norm(np.asarray(state.position[0]) - REF_T1))
+    return np.array(out)
+
+
+def slope(hs, errs):
+    return np.polyfit(np.log(hs), np.log(errs), 1)[0]
+
+
+# -- tableaux -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tab, order",
+    [
+        (tableaux.EULER, 1),
+        (tableaux.HEUN, 2),
+        (tableaux.RK4, 4),
+        (tableaux.BOSH3, 3),
+        (tableaux.DOPRI5, 5),
+        (tableaux.RK67, 6),
+    ],
+)
+def test_tableau_conditions(tab, order):
+    c, b = np.array(tab.c), np.array(tab.b)
+    A = np.zeros((len(b), len(b)))
+    for i, row in enumerate(tab.a):
+        A[i, : len(row)] = row
+    np.testing.assert_allclose(A.sum(1), c, atol=1e-15)  # row sums
+    for k in range(order):  # quadrature conditions sum b c^k = 1/(k+1)
+        assert abs(b @ c**k - 1 / (k + 1)) < 1e-14
+    if order >= 3:
+        assert abs(b @ A @ c - 1 / 6) < 1e-14
+    if order >= 4:
+        assert abs(b @ A @ A @ c - 1 / 24) < 1e-14
+        assert abs(b @ (c * (A @ c)) - 1 / 8) < 1e-14
+
+
+def test_embedded_weights():
+    # b_hat = b - b_error is a lower-order quadrature: sum b_hat = 1, and for Dopri5 order 4.
+    for tab, order in [(tableaux.DOPRI5, 4), (tableaux.BOSH3, 2), (tableaux.HEUN, 1)]:
+        c = np.array(tab.c)
+        bh = np.array(tab.b) - np.array(tab.b_error)
+        for k in range(order):
+            assert abs(bh @ c**k - 1 / (k + 1)) < 1e-14
+    assert np.allclose(np.array(tableaux.DOPRI5.b) - np.array(tableaux.DOPRI5.b_error), [
+        float(Fraction(x)) for x in ("5179/57600", "0", "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40")
+    ])
+
+
+# -- heavy top: the digest's numbers -------------------------------------------------------------
+
+HS = np.array([1e-3, 5e-4, 2.5e-4])
+
+
+def test_rkmk4_heavy_top_reference_errors():
+    errs = com_errors(RKMK4(), HS)
+    # seed_002 section 7 item 11 (Exudyn RK44 Lie group, MuJoCo RK4): 1.344e-4, 9.33e-6, 6.23e-7.
+    np.testing.assert_allclose(errs, [1.344e-4, 9.33e-6, 6.23e-7], rtol=2e-3)
+    assert 3.8 <= slope(HS, errs) <= 4.2
+
+
+def test_rkmk4_without_dexpinv_is_second_order():
+    errs = com_errors(RKMK4(correction=False), HS)
+    np.testing.assert_allclose(errs[0], 5.75e-3, rtol=2e-3)
+    assert 1.8 <= slope(HS, errs) <= 2.2
+
+
+def test_truncated_dexpinv_series_keeps_order_four():
+    # dexpinv = I + ad/2 + ad^2/12 + O(ad^4): two terms suffice for order 4.
+    errs = com_errors(RKMK4(dexpinv_order=2), HS[:2])
+    np.testing.assert_allclose(errs, [1.344e-4, 9.33e-6], rtol=3e-3)
+
+
+@pytest.mark.parametrize(
+    "solver, hs, order",
+    [
+        pytest.param(Dopri5(), np.array([1e-3, 5e-4]), 5, marks=pytest.mark.slow),
+        pytest.param(RK67(), np.array([2e-3, 1e-3, 5e-4]), 6, marks=pytest.mark.slow),
+        (Bosh3(), np.array([2e-4, 1e-4]), 3),
+        (Heun(), np.array([1e-4, 5e-5]), 2),
+        (Euler(), np.array([1e-5, 5e-6]), 1),
+    ],
+)
+def test_fixed_step_orders(solver, hs, order):
+    errs = com_errors(solver, hs)
+    assert abs(slope(hs, errs) - order) < 0.25, errs
+
+
+# -- structure ---------------------------------------------------------------------------------
+
+
+def test_constant_spin_is_exact():
+    """Torque-free spin about a principal axis: R(t) = R0 exp(t omega) to round-off."""
+    w = jnp.array([0.0, 0.0, 7.0])
+    R0 = SO3.exp(jnp.array([0.3, -0.2, 0.5])).matrix
+    for formulation in ("so3xr3", "se3"):
+        model = torque_free(omega0=w, R0=R0, v0=(0.1, 0.2, -0.3), formulation=formulation)
+        state = run(model, RKMK4(), jnp.asarray(0.05), 20)
+        exact = R0 @ SO3.exp(w * 1.0).matrix
+        np.testing.assert_allclose(state.rotation[0], exact, atol=1e-13)
+        if formulation == "so3xr3":  # world velocity is constant; the SE(3) body twist is not
+            np.testing.assert_allclose(state.position[0], [0.1, 0.2, -0.3], atol=1e-13)
+
+
+def _flying_body(formulation):
+    """Free body, COM offset from the frame, spring to ground at an off-COM point, gravity."""
+    from difflie.forces import SpringDamper
+
+    body = RigidBody(2.0, jnp.diag(jnp.array([0.3, 0.5, 0.6])), com=jnp.array([0.1, -0.2, 0.05]))
+    spring = SpringDamper(0, [0.2, 0.1, 0.0], -1, [0.0, 0.0, 1.0], stiffness=50.0, damping=0.5, rest_length=0.3)
+    return Model(
+        body,
+        r0=[[0.1, 0.2, 0.3]],
+        R0=SO3.exp(jnp.array([0.4, 0.1, -0.3])).matrix[None],
+        v0=[[0.5, -0.2, 0.1]],
+        omega0=[[1.0, 2.0, 3.0]],
+        forces=(spring,),
+        formulation=formulation,
+    )
+
+
+@pytest.mark.parametrize("formulation", ["so3xr3", "se3"])
+def test_se3_and_so3xr3_converge_at_order_four(formulation):
+    model = _flying_body(formulation)
+    ref = run(_flying_body("so3xr3"), RK67(), jnp.asarray(1.0 / 1600), 1600)
+    hs = np.array([1 / 50, 1 / 100, 1 / 200])
+    errs = []
+    for h in hs:
+        s = run(model, RKMK4(), jnp.asarray(h), int(round(1 / h)))
+        errs.append(np.linalg.norm(s.position - ref.position) + np.linalg.norm(s.rotation - ref.rotation))
+    assert 3.8 <= slope(hs, errs) <= 4.3, errs
+
+
+def test_heavy_top_symmetry_invariant():
+    # Lagrange top: body omega_y stays 150 exactly for the Lie-group integrator.
+    state = run(heavy_top(), RKMK4(), jnp.asarray(1e-3), 1000)
+    np.testing.assert_allclose(state.angular_velocity[0, 1], 150.0, rtol=1e-12)
+
+
+def test_constrained_model_rejected():
+    model = eqx.tree_at(lambda m: m.constraints, heavy_top(), object(), is_leaf=lambda x: x is None)
+    with pytest.raises(ValueError, match="constraints"):
+        RKMK4().init(model, 0.0, 1e-3)
+
+
+def test_bad_dexpinv_order():
+    with pytest.raises(ValueError, match="dexpinv_order"):
+        RKMK4(dexpinv_order=99)
+
+
+def test_solver_classes():
+    assert [s.order for s in (Euler(), Heun(), Bosh3(), RKMK4(), Dopri5(), RK67())] == [1, 2, 3, 4, 5, 6]
+    assert Dopri5.adaptive and Bosh3.adaptive and not RKMK4.adaptive
+    assert isinstance(RKMK4(), AbstractRKMK)
+    assert SE3 is not SO3xR3
+
+
+def test_float32_smoke():
+    code = (
+        "import jax.numpy as jnp, numpy as np\n"
+        "from difflie.models import heavy_top\n"
+        "from difflie.simulate import simulate\n"
+        "from difflie.solvers import RKMK4\n"
+        "m = heavy_top(mass=jnp.float32(15.0))\n"
+        "s = simulate(m, RKMK4(), 0.0, 0.2, 1e-3)\n"
+        "assert s.position.dtype == jnp.float32, s.position.dtype\n"
+        "ref = np.array([0.605550561377, 0.598957681795, -0.523983027430])\n"
+        "err = np.linalg.norm(np.asarray(s.position[-1, 0], float) - ref)\n"
+        "assert err < 2e-3, err\n"
+        "print('ok')\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]

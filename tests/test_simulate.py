@@ -1,0 +1,182 @@
+"""simulate(): save modes, adaptive control, result codes, jit/vmap/grad, input errors."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from difflie.models import heavy_top, torque_free
+from difflie.simulate import ConstantStepSize, PIDController, SaveAt, Solution, simulate
+from difflie.solvers import RESULTS, Dopri5, RKMK4
+
+
+REF = {  # seed_002 section 6.1, COM of the heavy top.
+    0.2: np.array([0.605550561377, 0.598957681795, -0.523983027430]),
+    1.0: np.array([0.173343964098, 0.640088592070, -0.748490791134]),
+}
+TOP = heavy_top()
+
+
+@pytest.fixture(scope="module")
+def steps_solution():
+    return simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, saveat=SaveAt(steps=True))
+
+
+def test_save_steps(steps_solution):
+    sol = steps_solution
+    assert isinstance(sol, Solution) and sol.ts.shape == (201,) and sol.position.shape == (201, 1, 3)
+    np.testing.assert_allclose(sol.ts, np.linspace(0, 0.2, 201), atol=1e-15)
+    np.testing.assert_allclose(sol.position[0, 0], [0.0, 1.0, 0.0])
+    np.testing.assert_allclose(sol.velocity[0, 0], [4.61538, 0.0, 0.0], atol=1e-12)  # omega0 x X
+    assert 1e-5 < np.linalg.norm(sol.position[-1, 0] - REF[0.2]) < 1e-4  # RK4 at h = 1e-3
+    assert int(sol.stats.steps) == 200 and int(sol.stats.evaluations) == 800
+    assert int(sol.stats.rejected_steps) == 0 and int(sol.stats.newton_iterations) == 0
+    assert sol.result == RESULTS.successful
+    assert sol.body_names == ("top",)
+
+
+def test_save_t0_t1_and_no_checkpoint(steps_solution):
+    a = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, saveat=SaveAt(t0=True, t1=True))
+    b = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, checkpoint=False)
+    np.testing.assert_allclose(a.ts, [0.0, 0.2])
+    np.testing.assert_array_equal(a.position[1], steps_solution.position[-1])
+    np.testing.assert_array_equal(b.position[0], steps_solution.position[-1])
+    np.testing.assert_array_equal(a.rotation[0], steps_solution.rotation[0])
+
+
+def test_save_ts_on_and_off_grid(steps_solution):
+    ts = np.array([0.0, 0.05, 0.1234, 0.2])
+    sol = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, saveat=SaveAt(ts=ts))
+    np.testing.assert_allclose(sol.ts, ts)
+    # On-grid save times give the uniform trajectory exactly (before the extra step end).
+    np.testing.assert_array_equal(sol.position[:2], steps_solution.position[np.array([0, 50])])
+    # The off-grid one is a short step from the grid: RK4-accurate against a Dopri5 reference.
+    ref = simulate(TOP, Dopri5(), 0.0, 0.2, 1e-3, saveat=SaveAt(ts=ts),
+                   stepsize_controller=PIDController(rtol=1e-12, atol=1e-12))  # fmt: skip
+    np.testing.assert_allclose(ref.position[-1, 0], REF[0.2], atol=1e-10)
+    assert np.max(np.abs(sol.position - ref.position)) < 1e-4  # the RK4 error at h = 1e-3
+    np.testing.assert_allclose(sol.position[-1], steps_solution.position[-1], atol=1e-6)
+
+
+def test_adaptive_dopri5_reaches_1e8():
+    sol = simulate(TOP, Dopri5(), 0.0, 1.0, 1e-1, stepsize_controller=PIDController(rtol=1e-10, atol=1e-10))
+    err = np.linalg.norm(sol.position[0, 0] - REF[1.0])
+    steps, rejected = int(sol.stats.steps), int(sol.stats.rejected_steps)
+    print(f"adaptive Dopri5 rtol=atol=1e-10: COM error {err:.2e}, {steps} steps, {rejected} rejected")
+    assert err < 1e-8
+    assert rejected >= 1  # dt0 = 0.1 is far too large: the first attempts are rejected
+    assert int(sol.stats.evaluations) == 6 * (steps + rejected)  # FSAL: 6 new stages per attempt
+    assert float(sol.ts[0]) == 1.0
+
+
+def test_adaptive_error_follows_tolerance():
+    errs = []
+    for tol in (1e-6, 1e-8, 1e-10):
+        sol = simulate(TOP, Dopri5(), 0.0, 1.0, 1e-1, stepsize_controller=PIDController(rtol=tol, atol=tol))
+        errs.append(np.linalg.norm(sol.position[0, 0] - REF[1.0]))
+    assert errs[0] > errs[1] > errs[2]
+    assert errs[0] / errs[2] > 100
+
+
+def test_adaptive_save_steps_and_ts():
+    ctrl = PIDController(rtol=1e-6, atol=1e-6, pcoeff=0.1, icoeff=0.3)
+    sol = simulate(TOP, Dopri5(), 0.0, 0.2, 1e-3, saveat=SaveAt(steps=True), stepsize_controller=ctrl, max_steps=400)
+    n = int(sol.stats.steps)
+    ts = np.asarray(sol.ts)
+    assert ts.shape == (401,) and ts[0] == 0 and ts[n] == pytest.approx(0.2) and np.all(np.isinf(ts[n + 1 :]))
+    assert np.all(np.diff(ts[: n + 1]) > 0)
+    assert np.linalg.norm(sol.position[n, 0] - REF[0.2]) < 1e-4
+    sol2 = simulate(TOP, Dopri5(), 0.0, 0.2, 1e-3, saveat=SaveAt(ts=jnp.array([0.0, 0.07, 0.2])), stepsize_controller=ctrl)
+    np.testing.assert_allclose(sol2.ts, [0.0, 0.07, 0.2])
+    np.testing.assert_allclose(sol2.position[-1, 0], REF[0.2], atol=1e-4)
+
+
+def test_max_steps_and_throw():
+    ctrl = PIDController(rtol=1e-8, atol=1e-8)
+    sol = simulate(TOP, Dopri5(), 0.0, 1.0, 1e-3, stepsize_controller=ctrl, max_steps=20, throw=False)
+    assert sol.result == RESULTS.max_steps_reached
+    with pytest.raises(Exception, match="max_steps"):
+        simulate(TOP, Dopri5(), 0.0, 1.0, 1e-3, stepsize_controller=ctrl, max_steps=20)
+
+
+def test_dt_underflow():
+    ctrl = PIDController(rtol=1e-14, atol=1e-14, dtmin=1e-2)
+    sol = simulate(TOP, Dopri5(), 0.0, 1.0, 1e-2, stepsize_controller=ctrl, throw=False)
+    assert sol.result == RESULTS.dt_underflow
+
+
+def test_nonfinite_reported():
+    # RK4 on the unstable-rotation example diverges at h = 1/10 (seed 001 section 5.3).
+    sol = simulate(torque_free(), RKMK4(), 0.0, 3.0, 0.1, throw=False)
+    assert sol.result == RESULTS.nonfinite
+    with pytest.raises(Exception, match="NaN or Inf"):
+        simulate(torque_free(), RKMK4(), 0.0, 3.0, 0.1)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="t1 > t0"):
+        simulate(TOP, RKMK4(), 1.0, 0.0, 1e-3)
+    with pytest.raises(ValueError, match="dt must be positive"):
+        simulate(TOP, RKMK4(), 0.0, 1.0, -1e-3)
+    with pytest.raises(ValueError, match="at least one"):
+        SaveAt()
+    with pytest.raises(ValueError, match="increasing"):
+        simulate(TOP, RKMK4(), 0.0, 1.0, 1e-3, saveat=SaveAt(ts=[0.5, 0.2]))
+    with pytest.raises(ValueError, match=r"lie in \[t0, t1\]"):
+        simulate(TOP, RKMK4(), 0.0, 1.0, 1e-3, saveat=SaveAt(ts=[0.5, 2.0]))
+    with pytest.raises(ValueError, match="no error estimate"):
+        simulate(TOP, RKMK4(), 0.0, 1.0, 1e-3, stepsize_controller=PIDController(rtol=1e-6, atol=1e-6))
+    with pytest.raises(ValueError, match="both be zero"):
+        PIDController(rtol=0.0, atol=0.0)
+    with pytest.raises(ValueError, match="n_steps"):
+        jax.jit(lambda t1: simulate(TOP, RKMK4(), 0.0, t1, 1e-3).ts)(1.0)
+    with pytest.raises(ValueError, match="AbstractSolver"):
+        simulate(TOP, "rk4", 0.0, 1.0, 1e-3)
+
+
+# -- transformations ---------------------------------------------------------------------------
+
+
+def _final_com(omega_y, mass=15.0, checkpoint=True):
+    model = heavy_top(omega0=jnp.stack([0.0, omega_y, -4.61538]), mass=mass)
+    return simulate(model, RKMK4(), 0.0, 0.1, 1e-3, checkpoint=checkpoint).position[0, 0]
+
+
+def test_jit_and_vmap():
+    ws = jnp.array([150.0, 140.0, 130.0])
+    batched = jax.jit(jax.vmap(_final_com))(ws)
+    single = jnp.stack([_final_com(w) for w in ws])
+    np.testing.assert_allclose(batched, single, atol=1e-12)
+    model_in = jax.jit(lambda m: simulate(m, RKMK4(), 0.0, 0.1, 1e-3).position)(TOP)
+    np.testing.assert_allclose(model_in[0, 0], single[0], atol=1e-13)
+
+
+def test_grad_matches_finite_differences():
+    loss = lambda w, m, ck=True: jnp.dot(_final_com(w, m, ck), jnp.array([1.0, 2.0, 3.0]))  # noqa: E731
+    g = jax.jit(jax.grad(loss, argnums=(0, 1)))(150.0, 15.0)
+    g_plain = jax.grad(lambda w, m: loss(w, m, False), argnums=(0, 1))(150.0, 15.0)
+    np.testing.assert_allclose(g, g_plain, rtol=1e-12)
+    eps = 1e-5
+    fd_w = (loss(150.0 + eps, 15.0) - loss(150.0 - eps, 15.0)) / (2 * eps)
+    fd_m = (loss(150.0, 15.0 + eps) - loss(150.0, 15.0 - eps)) / (2 * eps)
+    np.testing.assert_allclose(g, [fd_w, fd_m], rtol=1e-6)
+    assert abs(float(g[1])) > 1e-3  # the mass matters (gravity torque)
+
+
+@pytest.mark.slow
+def test_adaptive_grad_matches_finite_differences():
+    ctrl = PIDController(rtol=1e-11, atol=1e-11)
+
+    def loss(w):
+        model = heavy_top(omega0=jnp.stack([0.0, w, -4.61538]))
+        return jnp.dot(simulate(model, Dopri5(), 0.0, 0.1, 1e-3, stepsize_controller=ctrl).position[0, 0], jnp.array([1.0, 2.0, 3.0]))
+
+    g = jax.jit(jax.grad(loss))(150.0)
+    eps = 1e-4
+    fd = (loss(150.0 + eps) - loss(150.0 - eps)) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-5)
+
+
+def test_constant_step_controller_is_default():
+    assert isinstance(ConstantStepSize(), eqx.Module)
