@@ -50,8 +50,7 @@ def load(model: str):
 
 
 def make_solver(args, model):
-    from . import solvers
-    from .simulate import ConstantStepSize, PIDController
+    import difflie as dl
 
     constrained = getattr(model, "constraints", None) is not None
     name = args.solver or ("gen-alpha" if constrained else "rkmk4")
@@ -61,19 +60,19 @@ def make_solver(args, model):
         raise CliError(f"solver {name!r} is explicit and the model has constraints; use gen-alpha or backward-euler")
     if args.formulation is not None and name != "backward-euler":
         raise CliError("--formulation applies to --solver backward-euler only")
-    controller = ConstantStepSize()
+    controller = dl.ConstantStepSize()
     if name == "rkmk4":
-        solver = solvers.RKMK4()
+        solver = dl.RKMK4()
     elif name == "dopri5":
-        solver = solvers.Dopri5()
+        solver = dl.Dopri5()
         rtol = 1e-6 if args.rtol is None else args.rtol
-        controller = PIDController(rtol=rtol, atol=rtol if args.atol is None else args.atol)
+        controller = dl.PIDController(rtol=rtol, atol=rtol if args.atol is None else args.atol)
     elif name == "gen-alpha":
-        solver = solvers.GeneralizedAlpha(rho_inf=0.9)
+        solver = dl.GeneralizedAlpha(rho_inf=0.9)
     elif name == "backward-euler":
-        solver = solvers.BackwardEuler(formulation=args.formulation or "rA")
+        solver = dl.BackwardEuler(formulation=args.formulation or "rA")
     else:
-        solver = solvers.DQVI()
+        solver = dl.DQVI()
     return name, solver, controller
 
 
@@ -187,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--atol", type=float, help="defaults to --rtol")
     s.add_argument("--out", help="write the trajectory to FILE.npz")
     s.add_argument("--plot", help="write a summary figure to FILE.png")
+    s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64)")
     sub.add_parser("list", help="list built-in models and solvers")
     return p
 
@@ -196,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "list":
             return list_all()
+        if not args.float32:  # this process is the user's program: float64 by default
+            import jax
+
+            jax.config.update("jax_enable_x64", True)
         return run(args)
     except (CliError, ValueError, FileNotFoundError, KeyError, TypeError) as e:
         print(f"difflie: error: {e}".splitlines()[0] if str(e) else f"difflie: error: {type(e).__name__}", file=sys.stderr)

@@ -181,24 +181,28 @@ def _free_crank_constraints() -> ConstraintSet:
     return ConstraintSet(rows, 3)
 
 
+def crank_model(rod_mass, rod_inertia) -> Model:
+    """The slider crank with the given rod mass and inertia, driven by ``CRANK_TORQUE``."""
+    base = slider_crank()
+    bodies = eqx.tree_at(
+        lambda b: (b.mass, b.inertia),
+        base.bodies,
+        (base.bodies.mass.at[1].set(rod_mass), base.bodies.inertia.at[1].set(rod_inertia)),
+    )
+    torque = jnp.zeros((3, 3)).at[0, 0].set(-CRANK_TORQUE)
+    return Model(
+        bodies, r0=base.r0, R0=base.R0, v0=base.v0, omega0=base.omega0, gravity=base.gravity,
+        constraints=_free_crank_constraints(), forces=(Wrench(jnp.zeros((3, 3)), torque),),
+        body_names=base.body_names,
+    )
+
+
 class RodParameters(eqx.Module):
     """``theta = (log m_rod, log kappa)``: rod mass and a scale of its principal inertias; the
     crank is driven by a known torque instead of the angle driver."""
 
     def __call__(self, theta):
-        m, kappa = jnp.exp(theta[0]), jnp.exp(theta[1])
-        base = slider_crank()
-        bodies = eqx.tree_at(
-            lambda b: (b.mass, b.inertia),
-            base.bodies,
-            (base.bodies.mass.at[1].set(m), base.bodies.inertia.at[1].multiply(kappa)),
-        )
-        torque = jnp.zeros((3, 3)).at[0, 0].set(-CRANK_TORQUE)
-        return Model(
-            bodies, r0=base.r0, R0=base.R0, v0=base.v0, omega0=base.omega0, gravity=base.gravity,
-            constraints=_free_crank_constraints(), forces=(Wrench(jnp.zeros((3, 3)), torque),),
-            body_names=base.body_names,
-        )
+        return crank_model(jnp.exp(theta[0]), jnp.exp(theta[1]) * jnp.diag(jnp.asarray(ROD_INERTIA)))
 
 
 def test_slider_crank_rod_from_slider_motion():

@@ -1,5 +1,7 @@
 """Integrating absolute-coordinate models through the LGT (seed_000 Algorithms A and B)."""
 
+import functools
+
 import diffrax
 import equinox as eqx
 import jax
@@ -49,7 +51,10 @@ def top_omega_dot(R, w):
     return jnp.linalg.solve(J_PIVOT, tau - jnp.cross(w, J_PIVOT @ w))
 
 
+@functools.cache
 def top_model(chart):
+    """One model object per chart, so jitted runs compile once per chart."""
+
     def acceleration(t, q, V, args):  # the user's model, in the chart's coordinates
         return jax.vmap(top_omega_dot)(chart.to_rotation(q), V)
 
@@ -189,6 +194,7 @@ R0 = SO3.exp(jnp.array([0.3, 1.2, -0.4])).matrix
 V0 = jnp.array([0.5, 0.2, 4.0, 1.0, -2.0, 3.0])
 
 
+@functools.cache
 def free_model(chart):
     q0 = jnp.concatenate([jnp.array([0.1, 0.2, 0.3]), chart.from_rotation(R0)])[None]
     return AbsoluteModel(chart, free_acceleration(chart), q0, V0[None])

@@ -217,3 +217,20 @@ def test_float32_smoke():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+
+
+def test_fast_so3_increment_matches_lie_group():
+    from difflie.lie import _coefficients
+    from difflie.solvers.rkmk import _so3_increment
+
+    ws = jnp.array([[0.0, 0.0, 0.0], [1e-9, -2e-9, 1e-9], [3e-5, 1e-5, -2e-5], [1e-4, 0.0, 0.0],
+                    [0.3, -0.2, 0.5], [1.0, 2.0, -0.5], [0.0, 3.0, 0.1]])  # fmt: skip
+    E, k2 = _so3_increment(ws)
+    np.testing.assert_allclose(E, SO3.exp(ws).matrix, atol=2e-16 * 8, rtol=0)
+    np.testing.assert_allclose(k2, _coefficients.k2(jnp.sum(ws**2, -1)), rtol=1e-11)
+    # Gradients: finite at 0 and equal to the group's.
+    for w in ws[:5]:
+        ga = jax.jacfwd(lambda w: _so3_increment(w)[0])(w)
+        gb = jax.jacfwd(lambda w: SO3.exp(w).matrix)(w)
+        np.testing.assert_allclose(ga, gb, atol=1e-12)
+        assert np.all(np.isfinite(jax.grad(lambda w: _so3_increment(w)[1])(w)))

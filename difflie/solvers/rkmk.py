@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .. import eom
-from ..lie import SO3xR3, _coefficients
+from ..lie import SO3xR3
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
 
@@ -34,6 +34,37 @@ _SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
 
 def _mv(M: Array, v: Array) -> Array:
     return jnp.sum(M * v[..., None, :], axis=-1)
+
+
+def _so3_increment(w: Array) -> tuple[Array, Array]:
+    """``exp(hat(w))`` and the ``dexpinv`` coefficient ``k2(|w|)`` from one ``sin``/``cos``.
+
+    ``exp = I + a W + b W^2`` with ``a = sin t / t``, ``b = (1 - cos t) / t^2`` and
+    ``W^2 = w w^T - t^2 I``; ``k2 = (1 - (t/2) cot(t/2)) / t^2 = (1 - t (1 + cos t) / (2 sin t)) / t^2``.
+    Same values as :meth:`difflie.lie.SO3.exp` and its ``dexpinv``, evaluated with a few fused
+    element-wise kernels (the RKMK stage loop is dominated by kernel count on CPU). Taylor
+    branches below ``t^2 < eps`` with safe inputs on the other branch (finite gradients at 0).
+    """
+    t2 = jnp.sum(w * w, axis=-1)
+    small = t2 < (1e-4 if t2.dtype == jnp.float64 else 1e-2)  # truncation < eps there
+    t2s = jnp.where(small, 1.0, t2)
+    t = jnp.sqrt(t2s)
+    sin, cos = jnp.sin(t), jnp.cos(t)
+    a = jnp.where(small, 1 - t2 / 6 + t2 * t2 / 120, sin / t)
+    b = jnp.where(small, 0.5 - t2 / 24 + t2 * t2 / 720, (1 - cos) / t2s)
+    k2 = jnp.where(small, 1 / 12 + t2 / 720 + t2 * t2 / 30240, (1 - t * (1 + cos) / (2 * sin)) / t2s)
+    z = jnp.zeros_like(w[..., 0])
+    W = jnp.stack(
+        [
+            jnp.stack([z, -w[..., 2], w[..., 1]], -1),
+            jnp.stack([w[..., 2], z, -w[..., 0]], -1),
+            jnp.stack([-w[..., 1], w[..., 0], z], -1),
+        ],
+        -2,
+    )
+    WW = w[..., :, None] * w[..., None, :] - t2[..., None, None] * jnp.eye(3, dtype=w.dtype)
+    E = jnp.eye(3, dtype=w.dtype) + a[..., None, None] * W + b[..., None, None] * WW
+    return E, k2
 
 
 class AbstractRKMK(AbstractSolver):
@@ -54,7 +85,7 @@ class AbstractRKMK(AbstractSolver):
 
     # -- pieces ------------------------------------------------------------------------------
 
-    def _dexpinv(self, G, q: Array, xi: Array) -> Array:
+    def _dexpinv(self, G, q: Array, xi: Array, k2: Array | None = None) -> Array:
         if not self.correction:
             return xi
         if self.dexpinv_order is not None:
@@ -67,10 +98,19 @@ class AbstractRKMK(AbstractSolver):
             return out
         if G is SO3xR3:  # identity on the translation, J_r^-1 on the rotation, by cross products
             w, x = q[..., 3:], xi[..., 3:]
-            k2 = _coefficients.k2(jnp.sum(w * w, axis=-1))[..., None]
+            k2 = (_so3_increment(w)[1] if k2 is None else k2)[..., None]
             wx = jnp.cross(w, x)
             return jnp.concatenate([xi[..., :3], x + 0.5 * wx + k2 * jnp.cross(w, wx)], axis=-1)
         return _mv(G.dexpinv(q), xi)
+
+    @staticmethod
+    def _update(G, g0, q: Array):
+        """``(g0 exp(q), k2)``; SO(3)xR3 through :func:`_so3_increment` (k2 reused by dexpinv)."""
+        if G is SO3xR3:
+            E, k2 = _so3_increment(q[..., 3:])
+            R = jnp.sum(g0.rotation[..., :, :, None] * E[..., None, :, :], axis=-2)
+            return SO3xR3(R, g0.translation + q[..., :3]), k2
+        return g0.compose(G.exp(q)), None
 
     @staticmethod
     def _check_model(model) -> None:
@@ -106,13 +146,13 @@ class AbstractRKMK(AbstractSolver):
             row = tab.a[i]
             q = h * sum(c * k for c, k in zip(row, kq) if c != 0.0)
             v = v0 + h * sum(c * k for c, k in zip(row, kv) if c != 0.0)
-            g = g0.compose(G.exp(q))
+            g, k2 = self._update(G, g0, q)
             xi, a = eom.vector_field(model, cache, t0 + tab.c[i] * h, g, v)
-            kq.append(self._dexpinv(G, q, xi))
+            kq.append(self._dexpinv(G, q, xi, k2))
             kv.append(a)
         q1 = h * sum(b * k for b, k in zip(tab.b, kq) if b != 0.0)
         v1 = v0 + h * sum(b * k for b, k in zip(tab.b, kv) if b != 0.0)
-        g1 = g0.compose(G.exp(q1))
+        g1, _ = self._update(G, g0, q1)
         if tab.fsal:
             # The last stage sat at q = q1, v = v1: it is the next step's first evaluation.
             last = (xi, a)
