@@ -108,19 +108,21 @@ def exudyn_rate(steps: int) -> tuple[float | None, str]:
 # -- difflie ---------------------------------------------------------------------------------
 
 
-def throughput(batches, dtype, steps_for):
+def throughput(batches, dtype, steps_for, chunk_size):
     rows = []
     for n in batches:
         steps = steps_for(n)
         params = random_tops(jax.random.PRNGKey(n), n, dtype)
+        chunk = chunk_size if chunk_size and n > chunk_size else None
 
-        def run(p, steps=steps):
-            return simulate_batch(p, RKMK4(), 0.0, steps * DT, DT, make_model=make_top, n_steps=steps).rotation
+        def run(p, steps=steps, chunk=chunk):
+            sol = simulate_batch(p, RKMK4(), 0.0, steps * DT, DT, make_model=make_top, n_steps=steps, chunk_size=chunk)
+            return sol.rotation
 
         ct, compiled = compile_time(run, params)
         t = timed(compiled, params, repeats=3 if n >= 10_000 else 5)
         rows.append((n, steps, t, n * steps / t, ct))
-        print(f"  {jnp.dtype(dtype).name} batch {n:>7d}  steps {steps:>5d}  {t * 1e3:9.2f} ms  "
+        print(f"  {jnp.dtype(dtype).name} chunk {chunk} batch {n:>7d}  steps {steps:>5d}  {t * 1e3:9.2f} ms  "
               f"{n * steps / t:12.4g} body-steps/s  compile {ct:5.1f} s", flush=True)
     return rows
 
@@ -168,20 +170,22 @@ def main():
     batches = [b for b in batches if b <= args.max_batch]
 
     def steps_for(n):
-        return int(min(1000, max(20, 2_000_000 // n)))
+        return int(min(1000, max(10, 1_000_000 // n)))
 
     rate_exu, exu_note = exudyn_rate(2000)
     print(f"Exudyn: {rate_exu} body-steps/s ({exu_note})", flush=True)
     results = {}
     for dtype in (jnp.float32, jnp.float64):
-        results[jnp.dtype(dtype).name] = throughput(batches, dtype, steps_for)
+        for chunk in (128, None):
+            name = f"{jnp.dtype(dtype).name}, " + (f"chunks of {chunk}" if chunk else "one vmap")
+            results[name] = throughput(batches, dtype, steps_for, chunk)
     tf, tg, ctf, ctg = gradient_cost()
     print(f"1000-step rollout: forward {tf * 1e3:.2f} ms, reverse gradient {tg * 1e3:.2f} ms, "
           f"ratio {tg / tf:.2f}; compile forward {ctf:.1f} s, gradient {ctg:.1f} s", flush=True)
     mem_ck = gradient_memory([100, 1000, 10_000], True)
     mem_no = gradient_memory([100, 1000, 10_000], False)
 
-    print("\n| dtype | batch | steps | time (ms) | body-steps/s | x Exudyn | compile (s) |")
+    print("\n| dtype, batching | batch | steps | time (ms) | body-steps/s | x Exudyn | compile (s) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, rows in results.items():
         for n, steps, t, rate, ct in rows:

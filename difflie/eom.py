@@ -136,14 +136,27 @@ class Cache(eqx.Module):
     Minv: Float[Array, "nb 6 6"]
     D: Float[Array, "nb 6 6"] | None
     Dinv: Float[Array, "nb 6 6"] | None
+    JO: Float[Array, "nb 3 3"]
+    JOinv: Float[Array, "nb 3 3"]
 
 
 def prepare(model) -> Cache:
+    JO = model.bodies.inertia_about_origin()
+    JOinv = jnp.linalg.inv(JO)
     if model.formulation != "ulvc":
-        return Cache(inverse_mass(model), None, None)
+        return Cache(inverse_mass(model), None, None, JO, JOinv)
     D, Di = ulvc_matrix(model.ulvc_lengths), ulvc_matrix_inverse(model.ulvc_lengths)
     # Mbar^-1 = D M^-1 D^T (the pinned form included).
-    return Cache(D @ inverse_mass(model) @ jnp.swapaxes(D, -1, -2), D, Di)
+    return Cache(D @ inverse_mass(model) @ jnp.swapaxes(D, -1, -2), D, Di, JO, JOinv)
+
+
+def _pivoted_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array]:
+    """All bodies turn about fixed origins: ``J_O Omega_dot = tau + c x R^T f - Omega x J_O Omega``
+    (the general equations with ``U = 0``, written with 3-vectors only)."""
+    R, c, Omega = pose.rotation, model.bodies.com, vel[..., 3:]
+    f, tau = model.applied_forces(t, pose.translation + _mv(R, c), R, _mv(R, jnp.cross(Omega, c)), Omega)
+    torque = tau + jnp.cross(c, _mtv(R, f)) - jnp.cross(Omega, _mv(cache.JO, Omega))
+    return vel, jnp.concatenate([jnp.zeros_like(Omega), _mv(cache.JOinv, torque)], axis=-1)
 
 
 def _origin_velocity_body(model, R: Array, vel: Array) -> tuple[Array, Array]:
@@ -157,7 +170,7 @@ def _twist_of(model, cache: Cache, vel: Array) -> Array:
     return _mv(cache.Dinv, vel) if model.formulation == "ulvc" else vel
 
 
-def _wrench_and_bias(model, t, pose, U: Array, Omega: Array) -> Array:
+def _wrench_and_bias(model, cache: Cache, t, pose, U: Array, Omega: Array) -> Array:
     """``W - ad*_V (M V)`` in body axes about the origin, forces at the pose ``pose``."""
     b = model.bodies
     R, x, c = pose.rotation, pose.translation, b.com
@@ -166,7 +179,7 @@ def _wrench_and_bias(model, t, pose, U: Array, Omega: Array) -> Array:
     f, tau = model.applied_forces(t, x + _mv(R, c), R, _mv(R, U + Oxc), Omega)
     Fb = _mtv(R, f)
     p = m * (U + Oxc)
-    h = _mv(b.inertia_about_origin(), Omega) + m * jnp.cross(c, U)
+    h = _mv(cache.JO, Omega) + m * jnp.cross(c, U)
     lin = Fb - jnp.cross(Omega, p)
     ang = tau + jnp.cross(c, Fb) - jnp.cross(Omega, h) - jnp.cross(U, p)
     return jnp.concatenate([lin, ang], axis=-1)
@@ -174,9 +187,11 @@ def _wrench_and_bias(model, t, pose, U: Array, Omega: Array) -> Array:
 
 def vector_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array]:
     """``(xi, vel_dot)``: the group velocity (``pose_dot = pose hat(xi)``) and the acceleration."""
+    if model.formulation != "ulvc" and all(model.fixed_origin):
+        return _pivoted_field(model, cache, t, pose, vel)
     V = _twist_of(model, cache, vel)
     U, Omega = _origin_velocity_body(model, pose.rotation, V)
-    rhs = _wrench_and_bias(model, t, pose, U, Omega)
+    rhs = _wrench_and_bias(model, cache, t, pose, U, Omega)
     if model.formulation == "ulvc":
         # Mbar w_dot = Q - Gamma(w) w, with Q - Gamma w = D^-T (W - ad*_V M V).
         return V, _mv(cache.Minv, _mtv(cache.Dinv, rhs))

@@ -55,6 +55,14 @@ def test_vmap_over_parameters_matches_single_runs(batch):
     assert np.ptp(np.asarray(sol.angular_velocity[:, -1, 0, 1])) > 1.0
 
 
+def test_chunked_batch_matches_vmap(batch):
+    params, sol = batch
+    out = simulate_batch(params, RKMK4(), 0.0, T1, DT, make_model=make_top, chunk_size=24)  # 64 = 2*24 + 16
+    np.testing.assert_allclose(out.rotation, sol.rotation, rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match="chunk_size"):
+        simulate_batch(params, RKMK4(), 0.0, T1, DT, make_model=make_top, chunk_size=0)
+
+
 def test_stacked_models(batch):
     params, sol = batch
     models = stack([make_top(jax.tree.map(lambda x: x[i], params)) for i in range(4)])

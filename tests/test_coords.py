@@ -66,7 +66,7 @@ def test_branch_nearest_reference(chart):
     """from_rotation(R(theta), reference=theta + small) recovers theta on its own branch."""
     theta = random_coordinates(chart, jax.random.PRNGKey(1))
     ref = theta + 1e-3 * jax.random.normal(jax.random.PRNGKey(2), theta.shape)
-    close(chart.from_rotation(chart.to_rotation(theta), reference=ref), theta, 1e-10)
+    close(chart.from_rotation(chart.to_rotation(theta), reference=ref), theta, 1e-12)
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=IDS)
@@ -84,13 +84,13 @@ def test_H_against_quaternion_rates(chart):
     quat = lambda th: _ops.matrix_to_quat(chart.to_rotation(th))  # noqa: E731
     Q, Q_dot = jax.jvp(quat, (theta,), (theta_dot,))
     omega = 2.0 * _ops.qmul(_ops.qconj(Q), Q_dot)[..., 1:]
-    close(_ops.matvec(chart.H(theta), theta_dot), omega, 1e-10)
+    close(_ops.matvec(chart.H(theta), theta_dot), omega, 1e-12)
 
 
 @pytest.mark.parametrize("chart", CHARTS, ids=IDS)
 def test_H_inverse_is_right_inverse(chart):
     theta = random_coordinates(chart, jax.random.PRNGKey(4), 16)
-    close(_ops.matmul(chart.H(theta), chart.H_inverse(theta)), jnp.broadcast_to(jnp.eye(3), (16, 3, 3)), 1e-10)
+    close(_ops.matmul(chart.H(theta), chart.H_inverse(theta)), jnp.broadcast_to(jnp.eye(3), (16, 3, 3)), 1e-12)
 
 
 def test_redundant_charts_closed_forms():

@@ -138,7 +138,7 @@ def test_local_kinematics(group, psi):
     (Rm, t), (Rdot, tdot) = jax.jvp(pose, (X,), (Xdot,))
     omega = _ops.vee(_ops.transpose(Rm) @ Rdot)
     v = tdot if group == "SO3xR3" else _ops.matvec(_ops.transpose(Rm), tdot)
-    close(jnp.concatenate([v, omega], -1), V, 1e-11)
+    close(jnp.concatenate([v, omega], -1), V, 1e-12)
 
 
 def test_golden_1a_and_1b():
@@ -183,7 +183,7 @@ def test_composition(chart, group):
         close(q2[:, :3], g2.translation)
         # one step with the SE(3) logarithm of the product
         q2_once = chart.lgt(q, (SE3.exp(X1) @ SE3.exp(X2)).log(), group)
-        close(q2_once[:, :3], q2[:, :3], 1e-11)
+        close(q2_once[:, :3], q2[:, :3], 1e-12)
         close(chart.rotation(q2_once, group), R2)
     else:
         close(q2[:, :3], q[:, :3] + X1[:, :3] + X2[:, :3])
@@ -193,7 +193,7 @@ def test_composition(chart, group):
 def test_inverse_lgt(chart, group, psi):
     """lgt_inverse(q, lgt(q, X)) = X for rotation increments below pi (item 23)."""
     q, X = sample(chart, group, jax.random.PRNGKey(6), step=0.5)
-    close(chart.lgt_inverse(q, chart.lgt(q, X, group, psi), group, psi), X, 1e-11)
+    close(chart.lgt_inverse(q, chart.lgt(q, X, group, psi), group, psi), X, 1e-13)
 
 
 def test_cross_chart_equivalence():
@@ -231,11 +231,15 @@ def _norm_drift_vector_space(X):
 
 
 def test_unit_norm_kept_without_renormalisation():
-    """10^5 LGT steps: |Q| stays 1 to round-off (a random walk of ~1e-16 per step)."""
+    """10^5 LGT steps of ~0.25 rad: |Q| stays 1 to round-off without renormalisation.
+
+    The per-step rounding makes ``|Q| - 1`` a random walk (~3e-17 per step with the
+    ``Q + Q (x) (dQ - 1)`` update): 1.0e-14 here after 10^5 steps, 4e-15 to 1.3e-14 over seeds.
+    """
     X = 0.15 * jax.random.normal(jax.random.PRNGKey(8), (100_000, 6))
     drift = np.asarray(_norm_drift(X))
-    assert drift.max() < 5e-14, drift.max()
-    assert drift[:10_000].max() < 2e-14
+    assert drift.max() < 2e-14, drift.max()
+    assert drift[:10_000].max() < 1e-14
     baseline = np.asarray(_norm_drift_vector_space(X[:1000] * 0.01))
     assert baseline.max() > 1e-4  # the test can fail: vector-space updates drift off |Q| = 1
 

@@ -60,6 +60,12 @@ class AbstractChart(eqx.Module):
         """``alpha^-1(alpha(theta) R(dquat))``: the rotation part ``tau_R`` of the LGT."""
         return self.from_quaternion(_ops.qmul(self.to_quaternion(theta), dquat), reference=theta)
 
+    def compose_increment(self, theta: Float[Array, "*b dim"], dquat_m1: Float[Array, "*b 4"]) -> Array:
+        """:meth:`compose` with the increment given as ``dquat - (1, 0, 0, 0)`` (see
+        :meth:`LocalCoordinates.rotation_increment_minus_identity`)."""
+        identity = jnp.zeros_like(dquat_m1).at[..., 0].set(1.0)
+        return self.compose(theta, dquat_m1 + identity)
+
     def H(self, theta: Float[Array, "*b dim"]) -> Float[Array, "*b 3 dim"]:
         """Kinematic matrix: ``omega_body = H(theta) theta_dot`` (``vee(R^T dR)`` by autodiff)."""
 
@@ -111,7 +117,7 @@ class AbstractChart(eqx.Module):
             raise ValueError(f"lgt in {local.group} expects X with last axis {local.tangent_dim}; got {X.shape}")
         r, theta = self.split(q, local.group)
         v, x = local.split(X)
-        theta1 = self.compose(theta, local.rotation_increment(x))
+        theta1 = self.compose_increment(theta, local.rotation_increment_minus_identity(x))
         if r is None:
             return theta1
         dr = local.translation_increment(X)

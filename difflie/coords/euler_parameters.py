@@ -16,8 +16,8 @@ class EulerParameters(AbstractChart):
 
     ``R(Q) = I + 2 (p0 hat(p) + hat(p)^2)``; ``omega_body = 2 G(Q) Q_dot`` with
     ``G = [-p, p0 I - hat(p)]``, and the right inverse ``Q_dot = G^T omega / 2``. The LGT is the
-    quaternion product ``Q' = Q (x) psi(x)`` (seed_000 (76), corrected), which keeps ``|Q| = 1`` to
-    round-off with no renormalisation.
+    quaternion product ``Q' = Q (x) psi(x)`` (seed_000 (76), corrected), evaluated as
+    ``Q + Q (x) (psi(x) - 1)``; it keeps ``|Q| = 1`` to round-off with no renormalisation.
     """
 
     dim: ClassVar[int] = 4
@@ -33,6 +33,11 @@ class EulerParameters(AbstractChart):
 
     def compose(self, theta, dquat):
         return _ops.qmul(jnp.asarray(theta), dquat)
+
+    def compose_increment(self, theta, dquat_m1):
+        # Q (x) dQ = Q + Q (x) (dQ - 1): one rounding per component at the final addition.
+        theta = jnp.asarray(theta)
+        return theta + _ops.qmul(theta, dquat_m1)
 
     def H(self, theta: Float[Array, "*b 4"]) -> Float[Array, "*b 3 4"]:
         return 2.0 * _G(jnp.asarray(theta))
