@@ -63,10 +63,10 @@ class PIDController(eqx.Module):
 
     def __check_init__(self):
         for name in ("rtol", "atol", "dtmin", "dtmax", "safety", "factormin", "factormax"):
-            value = _concrete_float(getattr(self, name), name)
+            value = _concrete_float(getattr(self, name))
             if value is not None and not value >= 0:
                 raise ValueError(f"PIDController: {name} must be >= 0, got {value}")
-        rtol, atol = _concrete_float(self.rtol, "rtol"), _concrete_float(self.atol, "atol")
+        rtol, atol = _concrete_float(self.rtol), _concrete_float(self.atol)
         if rtol == 0 and atol == 0:
             raise ValueError("PIDController: rtol and atol cannot both be zero")
 
@@ -110,7 +110,7 @@ class Solution(eqx.Module):
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def _concrete_float(x, name: str) -> float | None:
+def _concrete_float(x) -> float | None:
     try:
         return float(x)
     except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
@@ -191,7 +191,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, save_eve
 def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]:
     """Step fractions in [0, 1] (uniform, plus the save times) and the save times' indices."""
     if n_steps is None:
-        t0f, t1f, dtf = (_concrete_float(x, n) for x, n in ((t0, "t0"), (t1, "t1"), (dt, "dt")))
+        t0f, t1f, dtf = (_concrete_float(x) for x in (t0, t1, dt))
         if None in (t0f, t1f, dtf):
             raise ValueError("simulate: with fixed steps, t0, t1 and dt must be concrete, or pass n_steps")
         if not dtf > 0:
@@ -202,7 +202,7 @@ def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]
     fractions = np.arange(n_steps + 1) / n_steps
     if ts is None:
         return fractions, None
-    t0f, t1f = _concrete_float(t0, "t0"), _concrete_float(t1, "t1")
+    t0f, t1f = _concrete_float(t0), _concrete_float(t1)
     tsn = _concrete_ts(ts)
     if tsn is None or t0f is None or t1f is None:
         raise ValueError("simulate: with fixed steps, SaveAt(ts=...), t0 and t1 must be concrete")
@@ -376,7 +376,7 @@ def simulate(
     """
     if not isinstance(solver, AbstractSolver):
         raise ValueError(f"simulate: solver must be an AbstractSolver, got {type(solver).__name__}")
-    t0f, t1f = _concrete_float(t0, "t0"), _concrete_float(t1, "t1")
+    t0f, t1f = _concrete_float(t0), _concrete_float(t1)
     if t0f is not None and t1f is not None and not t1f > t0f:
         raise ValueError(f"simulate: need t1 > t0, got t0={t0f}, t1={t1f}")
     if saveat.ts is not None:

@@ -120,8 +120,11 @@ def central_differences(value, p, rel=1e-5):
 
 
 def group_errors(g, g_ref, groups):
+    """Relative error per group; a group whose derivative vanishes physically (the COM offset of
+    a free body does not change its motion) is measured against 1e-4 of the whole gradient."""
+    floor = 1e-4 * np.linalg.norm(g_ref)
     return {
-        name: np.linalg.norm(g[sl] - g_ref[sl]) / max(np.linalg.norm(g_ref[sl]), 1e-300)
+        name: np.linalg.norm(g[sl] - g_ref[sl]) / max(np.linalg.norm(g_ref[sl]), floor, 1e-300)
         for name, sl in groups.items()
     }
 
@@ -150,6 +153,7 @@ class Case:
         for mode, errs in errors.items():
             for name, err in errs.items():
                 assert err < RTOL, f"{mode} mode, d/d{name}: relative error {err:.2e} (all: {errors})"
+        print("max relative error:", {m: f"{max(e.values()):.1e}" for m, e in errors.items()})
         return errors
 
 
@@ -198,12 +202,14 @@ def test_rkmk4_heavy_top(rkmk4_top, point):
     rkmk4_top.check(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["generic", "zero_motion"])
 def test_dopri5_adaptive_heavy_top(dopri5_top, point):
     p = P_TOP if point == "generic" else zero_motion(P_TOP)
     dopri5_top.check(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["generic", "zero_motion"])
 def test_generalized_alpha_heavy_top(galpha_top, point):
     """The pivot is an index-3 constraint here; gradients come from the IFT per step."""
@@ -288,3 +294,22 @@ def test_dopri5_forward_mode():
     h = 1e-6
     fd = (f(p + h * d) - f(p - h * d)) / (2 * h)
     assert abs(float(df) - float(fd)) < 1e-6 * abs(float(fd))
+
+
+@pytest.mark.slow
+def test_reverse_mode_memory_grows_sublinearly():
+    """``simulate`` nests its fixed-step scan in rematerialised chunks of ~sqrt(n) steps, so the
+    compiled gradient's temporary memory grows like sqrt(n): 16x the steps, < 8x the memory
+    (without checkpointing it grows ~16x)."""
+
+    def temp_bytes(steps, checkpoint):
+        def f(p):
+            sol = simulate(heavy_top(inertia=jnp.diag(p)), RKMK4(), 0.0, steps * 1e-3, 1e-3, checkpoint=checkpoint)
+            return jnp.sum(sol.rotation[-1, 0])
+
+        return jax.jit(jax.grad(f)).lower(jnp.array([0.3, 0.47, 0.25])).compile().memory_analysis().temp_size_in_bytes
+
+    small, large = temp_bytes(256, True), temp_bytes(4096, True)
+    plain_small, plain_large = temp_bytes(256, False), temp_bytes(4096, False)
+    assert large < 8 * small, (small, large)
+    assert plain_large > 12 * plain_small, (plain_small, plain_large)  # the control grows linearly

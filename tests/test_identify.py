@@ -205,6 +205,7 @@ class RodParameters(eqx.Module):
         return crank_model(jnp.exp(theta[0]), jnp.exp(theta[1]) * jnp.diag(jnp.asarray(ROD_INERTIA)))
 
 
+@pytest.mark.slow
 def test_slider_crank_rod_from_slider_motion():
     """(c) Rod mass and inertia scale from the slider's x-coordinate alone (BackwardEuler rA),
     noise-free: recovered to 1e-6 from a 30 % wrong start."""

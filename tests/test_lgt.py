@@ -141,6 +141,21 @@ def test_local_kinematics(group, psi):
     close(jnp.concatenate([v, omega], -1), V, 1e-12)
 
 
+@pytest.mark.parametrize("psi", ["exp", "cay"])
+def test_rotation_increment(psi):
+    """psi(x) as a quaternion, and psi(x) - 1 without cancellation (relative 1e-15 at 1e-6 rad)."""
+    local = LocalCoordinates("SO3", psi)
+    x = jnp.array([[0.3, -0.2, 0.5], [1e-6, 2e-6, -1e-6], [0.0, 0.0, 0.0]])
+    dq = local.rotation_increment(x)
+    dR, _ = psi_pose("SO3", psi, x)
+    close(_ops.quat_to_matrix(dq), dR, 1e-15)
+    m1 = local.rotation_increment_minus_identity(x)
+    close(m1.at[:, 0].add(1.0), dq, 1e-16)
+    t = float(jnp.sum(x[1] ** 2))
+    exact_w = -t / 8 + t**2 / 384 if psi == "exp" else -t / 2 + 3 * t**2 / 8  # series of w - 1
+    np.testing.assert_allclose(float(m1[1, 0]), exact_w, rtol=1e-15)
+
+
 def test_golden_1a_and_1b():
     """seed_000 section 7.2 items 17, 18 (tangents translation first here)."""
     chart = EulerParameters()

@@ -116,7 +116,7 @@ class AbstractChart(eqx.Module):
         if X.shape[-1] != local.tangent_dim:
             raise ValueError(f"lgt in {local.group} expects X with last axis {local.tangent_dim}; got {X.shape}")
         r, theta = self.split(q, local.group)
-        v, x = local.split(X)
+        _, x = local.split(X)
         theta1 = self.compose_increment(theta, local.rotation_increment_minus_identity(x))
         if r is None:
             return theta1
