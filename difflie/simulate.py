@@ -386,7 +386,7 @@ def simulate(
                 raise ValueError("SaveAt(ts): times must be a strictly increasing 1-d array")
             if t0f is not None and t1f is not None and (tsn[0] < t0f or tsn[-1] > t1f * (1 + 1e-14) + 1e-300):
                 raise ValueError(f"SaveAt(ts): times must lie in [t0, t1] = [{t0f}, {t1f}]")
-    dtype = jnp.result_type(model.bodies.mass)
+    dtype = jnp.result_type(*(x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)))
     t0a, t1a, dta = (jnp.asarray(x, dtype) for x in (t0, t1, dt))
     if isinstance(stepsize_controller, PIDController):
         if not solver.adaptive:
