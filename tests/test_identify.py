@@ -8,6 +8,7 @@ inertia (nine numbers) are fitted to sampled rotations and the positions of a ma
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 import scipy.stats
 
 from difflie.body import RigidBody
+from difflie.constraints import GROUND, ConstraintSet, d, dp1, dp2, spherical
 from difflie.forces import Wrench
 from difflie.identify import (
     InertiaParameters,
@@ -29,6 +31,8 @@ from difflie.identify import (
 )
 from difflie.lie import SO3
 from difflie.model import Model
+from difflie.models.planar import slider_crank
+from difflie.solvers.backward_euler import BackwardEuler
 from difflie.solvers.rkmk import RKMK4
 
 
@@ -155,12 +159,6 @@ def test_lbfgs_refinement(clean_data):
 
 
 # -- (c) a constrained mechanism: the slider crank's rod from the slider's motion -------------
-
-from difflie.constraints import GROUND, ConstraintSet, d, dp1, dp2, spherical  # noqa: E402
-from difflie.models.planar import slider_crank  # noqa: E402
-from difflie.solvers.backward_euler import BackwardEuler  # noqa: E402
-
-import equinox as eqx  # noqa: E402
 
 CRANK_TORQUE = 0.05  # N m about the crank axis (global -x), known
 ROD_MASS, ROD_INERTIA = 0.5, np.array([4e-3, 4e-4, 4e-3])

@@ -133,3 +133,15 @@ def half_sinc_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
 
 def cos_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
     return _series_or_closed(t, _COS_HALF, lambda s: jnp.cos(0.5 * jnp.sqrt(s)), 0.3)
+
+
+def quaternion_exp_coefficients(t: Float[Array, "*b"]) -> tuple[Array, Array]:
+    """``(cos(theta/2), sin(theta/2)/theta)`` from one square root, sine and cosine."""
+    t = jnp.asarray(t)
+    thr = _threshold(t, 0.3)
+    small = t < thr * thr
+    theta = jnp.sqrt(jnp.where(small, jnp.asarray(4.0 * thr * thr, t.dtype), t))
+    half = 0.5 * theta
+    cos_h = jnp.where(small, _poly(_COS_HALF, t), jnp.cos(half))
+    sinc_h = jnp.where(small, _poly(_HALF_SINC_HALF, t), jnp.sin(half) / theta)
+    return cos_h, sinc_h

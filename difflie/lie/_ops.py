@@ -45,23 +45,23 @@ def sqnorm(w: Array) -> Array:
 
 
 def _poly3(w: Array, a: Array, b: Array, sign_a: float = 1.0) -> Array:
-    """``I + a hat(w) + b hat(w)^2`` with scalar (batched) coefficients."""
-    W = hat(w)
-    return eye_like(w) + sign_a * a[..., None, None] * W + b[..., None, None] * matmul(W, W)
+    """``I + a hat(w) + b hat(w)^2`` with scalar (batched) coefficients.
+
+    Written with ``hat(w)^2 = w w^T - |w|^2 I``: broadcasts that XLA fuses, no batched matmul.
+    """
+    t = sqnorm(w)
+    eye = jnp.eye(3, dtype=w.dtype)
+    return (
+        (1 - b * t)[..., None, None] * eye
+        + (sign_a * a)[..., None, None] * hat(w)
+        + b[..., None, None] * (w[..., :, None] * w[..., None, :])
+    )
 
 
 def so3_exp_matrix(w: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
-    """``exp(hat(w)) = I + sinc W + cosc W^2``, written out with ``W^2 = w w^T - |w|^2 I``."""
-    x, y, z = w[..., 0], w[..., 1], w[..., 2]
-    t = x * x + y * y + z * z
-    a, b = c.sinc(t), c.cosc(t)
-    d = 1 - b * t
-    entries = [
-        d + b * x * x, b * x * y - a * z, b * x * z + a * y,
-        b * x * y + a * z, d + b * y * y, b * y * z - a * x,
-        b * x * z - a * y, b * y * z + a * x, d + b * z * z,
-    ]  # fmt: skip
-    return jnp.stack(entries, axis=-1).reshape(w.shape[:-1] + (3, 3))
+    """``exp(hat(w)) = I + sinc W + cosc W^2``."""
+    t = sqnorm(w)
+    return _poly3(w, c.sinc(t), c.cosc(t))
 
 
 def so3_left_jacobian(w: Array) -> Array:
@@ -131,8 +131,8 @@ def qconj(q: Array) -> Array:
 
 def qexp(w: Float[Array, "*b 3"]) -> Float[Array, "*b 4"]:
     """Unit quaternion of the rotation by angle ``|w|`` about ``w``."""
-    t = sqnorm(w)
-    return jnp.concatenate([c.cos_half(t)[..., None], c.half_sinc_half(t)[..., None] * w], axis=-1)
+    cos_h, sinc_h = c.quaternion_exp_coefficients(sqnorm(w))
+    return jnp.concatenate([cos_h[..., None], sinc_h[..., None] * w], axis=-1)
 
 
 def qlog(q: Float[Array, "*b 4"]) -> Float[Array, "*b 3"]:
