@@ -245,7 +245,7 @@ class _Carry(eqx.Module):
 
 
 @eqx.filter_jit
-def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps):
+def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind):
     y0, state0 = solver.init(model, t0, dt0)
     obs0 = solver.observe(model, y0)
     dtype = t0.dtype
@@ -327,7 +327,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps):
         RESULTS.where(True, RESULTS.successful, RESULTS.successful), save_next, buf_t, buf_s,
     )  # fmt: skip
     buffers = (lambda cr: (cr.buf_t, cr.buf_s)) if (saveat.steps or save_ts is not None) else None
-    final = eqxi.while_loop(cond, body, init, max_steps=max_steps, buffers=buffers, kind="checkpointed")
+    final = eqxi.while_loop(cond, body, init, max_steps=max_steps, buffers=buffers, kind=kind)
     result = RESULTS.where(
         (final.t < t1) & (final.result == RESULTS.successful), RESULTS.max_steps_reached, final.result
     )
@@ -362,6 +362,7 @@ def simulate(
     max_steps: int = 100_000,
     n_steps: int | None = None,
     checkpoint: bool = True,
+    adjoint: str = "checkpointed",
     throw: bool = True,
 ) -> Solution:
     """Integrate ``model`` from ``t0`` to ``t1`` with ``solver``.
@@ -372,8 +373,13 @@ def simulate(
     that are off the uniform grid as step ends. ``checkpoint`` nests the fixed-step scan so
     reverse mode keeps ``O(sqrt n)`` states. With ``throw=True`` an unsuccessful result
     (non-finite state, step-size underflow, ``max_steps``, Newton failure) raises.
+    ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
+    mode with bounded memory; no forward mode) or ``"forward"`` (a plain bounded while loop:
+    forward mode, ``jax.jvp``/``jax.jacfwd``, but no reverse mode).
     Compiled once per model structure; works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
     """
+    if adjoint not in ("checkpointed", "forward"):
+        raise ValueError(f"simulate: adjoint must be 'checkpointed' or 'forward', got {adjoint!r}")
     if not isinstance(solver, AbstractSolver):
         raise ValueError(f"simulate: solver must be an AbstractSolver, got {type(solver).__name__}")
     t0f, t1f = _concrete_float(t0), _concrete_float(t1)
@@ -393,7 +399,10 @@ def simulate(
             raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize")
         if not (isinstance(max_steps, int) and max_steps >= 1):
             raise ValueError(f"simulate: max_steps must be a positive int, got {max_steps!r}")
-        ts, states, stats, result = _adaptive(model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps)
+        ts, states, stats, result = _adaptive(
+            model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
+            "checkpointed" if adjoint == "checkpointed" else "lax",
+        )  # fmt: skip
     elif isinstance(stepsize_controller, ConstantStepSize):
         fractions, save_index = _fixed_grid(t0, t1, dt, n_steps, saveat.ts)
         n = fractions.shape[0] - 1

@@ -11,7 +11,6 @@ value-and-jvp function serves both the finite differences and forward mode.
 
 from __future__ import annotations
 
-import inspect
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +21,7 @@ from difflie.body import RigidBody
 from difflie.lie import SO3
 from difflie.model import Model
 from difflie.models.rigid import heavy_top
-from difflie.simulate import PIDController, SaveAt, simulate
+from difflie.simulate import PIDController, simulate
 from difflie.solvers.backward_euler import BackwardEuler
 from difflie.solvers.generalized_alpha import GeneralizedAlpha
 from difflie.solvers.rkmk import RKMK4, Dopri5
@@ -272,21 +271,8 @@ def test_zero_motion_gradient_is_analytic(solver):
     np.testing.assert_allclose(g[3:], expected_w, rtol=1e-10, atol=1e-13)
 
 
-def _has_forward_adjoint() -> bool:
-    return "adjoint" in inspect.signature(simulate).parameters
-
-
-@pytest.mark.xfail(
-    not _has_forward_adjoint(),
-    raises=TypeError,
-    strict=True,
-    reason="simulate's adaptive loop is a checkpointed while_loop (custom_vjp): no forward mode "
-    "until simulate offers an adjoint choice",
-)
 def test_dopri5_forward_mode():
-    kwargs = dict(stepsize_controller=PIDController(rtol=1e-8, atol=1e-8), max_steps=64)
-    if _has_forward_adjoint():
-        kwargs["adjoint"] = "forward"
+    kwargs = dict(stepsize_controller=PIDController(rtol=1e-8, atol=1e-8), max_steps=64, adjoint="forward")
     f = make_functional(top, Dopri5(), 0.1, 1e-2, **kwargs)
     p = jnp.asarray(P_TOP)
     d = jnp.asarray(np.random.default_rng(1).normal(size=P_TOP.size))

@@ -1,6 +1,5 @@
 """Plots and diagnostics: figures are produced, invariants match direct formulas."""
 
-import jax
 import jax.numpy as jnp
 import matplotlib
 

@@ -38,7 +38,7 @@ def _rod_inertia(mass, length, width):
 def _bodies(mass, inertia, names, check: bool = True) -> RigidBody:
     """Stacked bodies; ``check=False`` admits the seed's non-physical four-link inertias."""
     mass = jnp.stack([jnp.asarray(m, float) for m in mass])
-    inertia = jnp.stack([jnp.asarray(j) if jnp.ndim(j) == 2 else jnp.diag(jnp.asarray(j)) for j in inertia])
+    inertia = jnp.stack([jnp.asarray(j) if np.ndim(j) == 2 else jnp.diag(jnp.asarray(j)) for j in inertia])
     inertia = inertia.astype(mass.dtype)
     if check:
         return RigidBody(mass, inertia, names=names)
