@@ -97,9 +97,11 @@ def se3_right_jacobian_block(v: Array, w: Array, inverse: bool) -> Array:
     """
     t = sqnorm(w)
     V, W = hat(v), hat(w)
-    A = matmul(W, V) + matmul(V, W)
-    WW = matmul(W, W)
+    eye = jnp.eye(3, dtype=w.dtype)
     wv = jnp.sum(w * v, axis=-1)[..., None, None]
+    # W V + V W = v w^T + w v^T - 2 (w.v) I  and  W^2 = w w^T - |w|^2 I: fused broadcasts.
+    A = v[..., :, None] * w[..., None, :] + w[..., :, None] * v[..., None, :] - 2 * wv * eye
+    WW = w[..., :, None] * w[..., None, :] - t[..., None, None] * eye
     s = lambda x: x[..., None, None]  # noqa: E731
     if inverse:
         return 0.5 * V + s(c.k2(t)) * A + wv * s(c.k3(t)) * WW
