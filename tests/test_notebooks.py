@@ -1,0 +1,48 @@
+"""Every notebook in notebooks/ runs (small settings) and reaches the numbers it claims."""
+
+import os
+import pathlib
+import sys
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((pathlib.Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+
+class _ThisPython(KernelSpecManager):
+    """The python3 kernel of the running interpreter (nothing registered globally)."""
+
+    def get_kernel_spec(self, kernel_name):
+        spec = super().get_kernel_spec(kernel_name)
+        spec.argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        return spec
+
+
+def run_notebook(path, checks: str):
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(checks))
+    os.environ["DIFFLIE_NOTEBOOK_SMALL"] = "1"
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client.km = client.kernel_manager_class(kernel_name="python3", kernel_spec_manager=_ThisPython())
+    client.execute()
+
+
+CHECKS = {
+    "quickstart": (
+        "assert energy_drift < 1e-6, energy_drift\n"
+        "assert gradient_error < 1e-6, gradient_error\n"
+        "assert batch_shape == (64, 3)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path):
+    run_notebook(path, CHECKS.get(path.stem, "pass"))
+
+
+def test_every_notebook_has_checks():
+    assert {p.stem for p in NOTEBOOKS} <= set(CHECKS)
