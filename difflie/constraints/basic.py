@@ -67,7 +67,7 @@ class BasicConstraint(eqx.Module):
     name: str = eqx.field(static=True, default="")
 
 
-_VECTORS = {
+VECTOR_FIELDS = {  # the vector entries of each basic constraint, in file order
     "DP1": ("a_bar_i", "a_bar_j"),
     "DP2": ("a_bar_i", "s_bar_p_i", "s_bar_q_j"),
     "D": ("s_bar_p_i", "s_bar_q_j"),
@@ -76,7 +76,7 @@ _VECTORS = {
     "dp1_swap": ("a_bar_i", "b_bar_j", "c_bar_j"),
 }
 DRIVEN_ANGLE = ("angle", "dp1_swap")  # kinds whose f is an angle theta(t)
-KINDS = tuple(_VECTORS)
+KINDS = tuple(VECTOR_FIELDS)
 
 
 def _vec(x, what: str) -> Array:
@@ -95,7 +95,7 @@ def _make(kind, body_i, body_j, vectors, f, name) -> BasicConstraint:
             raise ValueError(f"constraint {label!r}: {side} must be a body index >= 0 or GROUND (-1), got {b!r}")
     if body_i == body_j:
         raise ValueError(f"constraint {label!r}: body_i and body_j are the same body ({body_i})")
-    vecs = tuple(_vec(v, f"constraint {label!r}: {n}") for v, n in zip(vectors, _VECTORS[kind]))
+    vecs = tuple(_vec(v, f"constraint {label!r}: {n}") for v, n in zip(vectors, VECTOR_FIELDS[kind]))
     if not callable(f):
         f = jnp.asarray(f)
         if f.shape != ():

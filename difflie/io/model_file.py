@@ -35,17 +35,10 @@ import numpy as np
 
 from .. import constraints as C
 from ..body import RigidBody
+from ..constraints.basic import VECTOR_FIELDS
 from ..expr import Expression, ExpressionError
 from ..model import Model
 
-_BASIC_FIELDS = {
-    "DP1": ("a_bar_i", "a_bar_j"),
-    "DP2": ("a_bar_i", "s_bar_p_i", "s_bar_q_j"),
-    "D": ("s_bar_p_i", "s_bar_q_j"),
-    "CD": ("c", "s_bar_p_i", "s_bar_q_j"),
-    "angle": ("a_bar_i", "b_bar_j", "c_bar_j"),
-    "dp1_swap": ("a_bar_i", "b_bar_j", "c_bar_j"),
-}
 _JOINT_FIELDS = {
     "spherical": ("s_bar_i", "s_bar_j"),
     "revolute": ("s_bar_i", "axis_i", "s_bar_j", "axis_j"),
@@ -239,12 +232,12 @@ def load_model(
         if not isinstance(c, dict):
             raise ModelFileError(f"{cp}: expected an object")
         kind = _get(c, "type", cp)
-        if kind not in _BASIC_FIELDS:
-            raise ModelFileError(f"{cp}.type: expected one of {sorted(_BASIC_FIELDS)}, got {kind!r}")
+        if kind not in VECTOR_FIELDS:
+            raise ModelFileError(f"{cp}.type: expected one of {sorted(VECTOR_FIELDS)}, got {kind!r}")
         name = str(c.get("name", f"{kind}_{k}"))
         seen.add(name)
         bi, bj = _body(ids, c, "body_i", cp), _body(ids, c, "body_j", cp)
-        vecs = [_array(_get(c, key, cp), f"{cp}.{key}", (3,)) for key in _BASIC_FIELDS[kind]]
+        vecs = [_array(_get(c, key, cp), f"{cp}.{key}", (3,)) for key in VECTOR_FIELDS[kind]]
         if kind in ("angle", "dp1_swap"):
             theta = _expression(_get(c, "theta", cp), f"{cp}.theta")
             rows.append(_make_angle(kind, bi, vecs[0], bj, vecs[1], vecs[2], theta, name))
