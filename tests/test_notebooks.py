@@ -36,6 +36,12 @@ CHECKS = {
         "assert gradient_error < 1e-6, gradient_error\n"
         "assert batch_shape == (64, 3)\n"
     ),
+    "intermediate_axis": (
+        "assert len(crossings) >= 2, crossings\n"
+        "assert flip_error < 1e-4, flip_error\n"
+        "assert abs(4 * quarter - 0.598653170) < 1e-8\n"
+        "assert energy_error < 1e-8 and momentum_error < 1e-8\n"
+    ),
 }
 
 
