@@ -36,6 +36,10 @@ CHECKS = {
         "assert gradient_error < 1e-6, gradient_error\n"
         "assert batch_shape == (64, 3)\n"
     ),
+    "constrained": (
+        "assert max_residual < 1e-8, max_residual\n"
+        "assert formulation_spread < 1e-3, formulation_spread\n"
+    ),
     "intermediate_axis": (
         "assert len(crossings) >= 2, crossings\n"
         "assert flip_error < 1e-4, flip_error\n"
