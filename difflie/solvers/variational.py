@@ -283,12 +283,14 @@ def _implicit_solve(G, jacobian, target, x0, rtol, max_steps):
     def solve(f, x_init):
         jac = jax.jacfwd(f) if jacobian is None else jacobian
         x, it, status = _newton(f, jac, x_init, scale, rtol, max_steps)
-        return x, (it, status)
+        # custom_root differentiates its aux output too: carry the counters as floats
+        return x, jax.lax.stop_gradient(jnp.stack([it, status]).astype(x.dtype))
 
     def tangent_solve(g, y):
         return jnp.linalg.solve(jax.jacfwd(g)(y), y)
 
-    return jax.lax.custom_root(f, x0, solve, tangent_solve, has_aux=True)
+    x, aux = jax.lax.custom_root(f, x0, solve, tangent_solve, has_aux=True)
+    return x, (aux[0].astype(jnp.int32), aux[1].astype(jnp.int32))
 
 
 def _result(status) -> RESULTS:
