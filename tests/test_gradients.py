@@ -217,38 +217,6 @@ def test_generalized_alpha_heavy_top(galpha_top, point):
 
 
 @pytest.mark.parametrize("point", ["generic", "zero_motion"])
-def test_rkmk4_heavy_top(rkmk4_top, point):
-    p = P_TOP if point == "generic" else zero_motion(P_TOP)
-    rkmk4_top.check(p)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("point", ["generic", "zero_motion"])
-def test_dopri5_adaptive_heavy_top(dopri5_top, point):
-    p = P_TOP if point == "generic" else zero_motion(P_TOP)
-    dopri5_top.check(p)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("point", ["generic", "zero_motion"])
-def test_generalized_alpha_heavy_top(galpha_top, point):
-    """The pivot is an index-3 constraint here; gradients come from the IFT per step."""
-    p = P_TOP if point == "generic" else zero_motion(P_TOP)
-    galpha_top.check(p)
-
-
-_DQVI_BUG = "Custom JVP rule must produce primal and tangent outputs"
-
-
-def skip_if_dqvi_not_differentiable(err: Exception):
-    """variational._implicit_solve hands integer Newton counters through custom_root's aux,
-    which breaks its JVP (reported; newton.py passes them as floats)."""
-    if _DQVI_BUG in str(err):
-        pytest.xfail("DQVI is not differentiable yet: integer aux in variational._implicit_solve")
-    raise err
-
-
-@pytest.mark.parametrize("point", ["generic", "zero_motion"])
 def test_dqvi_free_body(dqvi_free, point):
     p = P_FREE if point == "generic" else zero_motion(P_FREE)
     dqvi_free.check(p)
