@@ -15,6 +15,7 @@ from difflie.models import heavy_top, torque_free
 from difflie.solvers import RK67, Bosh3, Dopri5, Euler, Heun, RKMK4
 from difflie.solvers import tableaux
 from difflie.solvers.rkmk import AbstractRKMK
+from helpers import flying_body
 
 
 # seed_002 section 6.1: COM at t = 1 s (DOP853, rtol 1e-13, 12 digits).
@@ -145,27 +146,10 @@ def test_constant_spin_is_exact():
             np.testing.assert_allclose(state.position[0], [0.1, 0.2, -0.3], atol=1e-13)
 
 
-def _flying_body(formulation):
-    """Free body, COM offset from the frame, spring to ground at an off-COM point, gravity."""
-    from difflie.forces import SpringDamper
-
-    body = RigidBody(2.0, jnp.diag(jnp.array([0.3, 0.5, 0.6])), com=jnp.array([0.1, -0.2, 0.05]))
-    spring = SpringDamper(0, [0.2, 0.1, 0.0], -1, [0.0, 0.0, 1.0], stiffness=50.0, damping=0.5, rest_length=0.3)
-    return Model(
-        body,
-        r0=[[0.1, 0.2, 0.3]],
-        R0=SO3.exp(jnp.array([0.4, 0.1, -0.3])).matrix[None],
-        v0=[[0.5, -0.2, 0.1]],
-        omega0=[[1.0, 2.0, 3.0]],
-        forces=(spring,),
-        formulation=formulation,
-    )
-
-
 @pytest.mark.parametrize("formulation", ["so3xr3", "se3"])
 def test_se3_and_so3xr3_converge_at_order_four(formulation):
-    model = _flying_body(formulation)
-    ref = run(_flying_body("so3xr3"), RK67(), jnp.asarray(1.0 / 1600), 1600)
+    model = flying_body(formulation)
+    ref = run(flying_body("so3xr3"), RK67(), jnp.asarray(1.0 / 1600), 1600)
     hs = np.array([1 / 50, 1 / 100, 1 / 200])
     errs = []
     for h in hs:

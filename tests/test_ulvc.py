@@ -7,11 +7,11 @@ import numpy as np
 
 from difflie import eom
 from difflie.body import RigidBody
-from difflie.forces import SpringDamper
 from difflie.lie import SE3, SO3
 from difflie.model import Model
 from difflie.models import torque_free
 from difflie.solvers import RKMK4
+from helpers import flying_body
 
 
 LENGTHS = jnp.array([0.7, 1.3, 0.9])
@@ -64,18 +64,7 @@ def test_mass_matrix_general_lengths_eigenvalues():
 
 
 def _model(formulation):
-    body = RigidBody(2.0, jnp.diag(jnp.array([0.3, 0.5, 0.6])), com=jnp.array([0.1, -0.2, 0.05]))
-    spring = SpringDamper(0, [0.2, 0.1, 0.0], -1, [0.0, 0.0, 1.0], stiffness=50.0, damping=0.5, rest_length=0.3)
-    return Model(
-        body,
-        r0=[[0.1, 0.2, 0.3]],
-        R0=SO3.exp(jnp.array([0.4, 0.1, -0.3])).matrix[None],
-        v0=[[0.5, -0.2, 0.1]],
-        omega0=[[1.0, 2.0, 3.0]],
-        forces=(spring,),
-        formulation=formulation,
-        ulvc_lengths=LENGTHS,
-    )
+    return flying_body(formulation, ulvc_lengths=LENGTHS)
 
 
 @eqx.filter_jit

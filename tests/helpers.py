@@ -1,0 +1,25 @@
+"""Models shared by several test files (imported as ``helpers``: pytest puts tests/ on the path)."""
+
+import jax.numpy as jnp
+
+from difflie.body import RigidBody
+from difflie.forces import SpringDamper
+from difflie.lie import SO3
+from difflie.model import Model
+
+
+def flying_body(formulation: str, ulvc_lengths=None) -> Model:
+    """Free body, COM offset from the frame, spring to ground at an off-COM point, gravity."""
+    body = RigidBody(2.0, jnp.diag(jnp.array([0.3, 0.5, 0.6])), com=jnp.array([0.1, -0.2, 0.05]))
+    spring = SpringDamper(0, [0.2, 0.1, 0.0], -1, [0.0, 0.0, 1.0], stiffness=50.0, damping=0.5, rest_length=0.3)
+    extra = {} if ulvc_lengths is None else {"ulvc_lengths": ulvc_lengths}
+    return Model(
+        body,
+        r0=[[0.1, 0.2, 0.3]],
+        R0=SO3.exp(jnp.array([0.4, 0.1, -0.3])).matrix[None],
+        v0=[[0.5, -0.2, 0.1]],
+        omega0=[[1.0, 2.0, 3.0]],
+        forces=(spring,),
+        formulation=formulation,
+        **extra,
+    )
