@@ -137,7 +137,12 @@ def dp1_swap(body_i: int, a_bar_i, body_j: int, b_bar_j, c_bar_j, theta, name: s
 
 
 def _rot(R, x):
-    return jnp.einsum("ij,j->i", R, x)
+    # Broadcast-and-sum rather than a dot: on CPU a 3x3 dot is a kernel of its own, this fuses.
+    return jnp.sum(R * x[..., None, :], axis=-1)
+
+
+def _dot(a, b):
+    return jnp.sum(a * b, axis=-1)
 
 
 class _Stack(eqx.Module):
@@ -154,11 +159,17 @@ class _Stack(eqx.Module):
         nb1, dtype = r_ext.shape[0], r_ext.dtype
         Si = jax.nn.one_hot(self.body_i % nb1, nb1, dtype=dtype)
         Sj = jax.nn.one_hot(self.body_j % nb1, nb1, dtype=dtype)
-        ri, rj = Si @ r_ext, Sj @ r_ext
-        Ri, Rj = jnp.einsum("kb,bij->kij", Si, R_ext), jnp.einsum("kb,bij->kij", Sj, R_ext)
+        ri, rj = _select(Si, r_ext), _select(Sj, r_ext)
+        Ri, Rj = _select(Si, R_ext), _select(Sj, R_ext)
         if theta is None:
             return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors)
         return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors, theta)
+
+
+def _select(onehot: Float[Array, "k nb1"], x: Float[Array, "nb1 ..."]) -> Float[Array, "k ..."]:
+    """Rows ``x[b]`` picked by one-hot weights, as a fusible broadcast-and-sum."""
+    w = onehot.reshape(onehot.shape + (1,) * (x.ndim - 1))
+    return jnp.sum(w * x[None], axis=1)
 
 
 def _dij(ri, Ri, sp, rj, Rj, sq):
@@ -170,7 +181,7 @@ class DP1Stack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v):
-        return jnp.dot(_rot(Ri, v[0]), _rot(Rj, v[1]))
+        return _dot(_rot(Ri, v[0]), _rot(Rj, v[1]))
 
 
 class DP2Stack(_Stack):
@@ -178,7 +189,7 @@ class DP2Stack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v):
-        return jnp.dot(_rot(Ri, v[0]), _dij(ri, Ri, v[1], rj, Rj, v[2]))
+        return _dot(_rot(Ri, v[0]), _dij(ri, Ri, v[1], rj, Rj, v[2]))
 
 
 class DStack(_Stack):
@@ -187,7 +198,7 @@ class DStack(_Stack):
     @staticmethod
     def row(ri, Ri, rj, Rj, v):
         dij = _dij(ri, Ri, v[0], rj, Rj, v[1])
-        return jnp.dot(dij, dij)
+        return _dot(dij, dij)
 
 
 class CDStack(_Stack):
@@ -195,7 +206,7 @@ class CDStack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v):
-        return jnp.dot(v[0], _dij(ri, Ri, v[1], rj, Rj, v[2]))
+        return _dot(v[0], _dij(ri, Ri, v[1], rj, Rj, v[2]))
 
 
 class AngleStack(_Stack):
@@ -204,7 +215,7 @@ class AngleStack(_Stack):
     @staticmethod
     def row(ri, Ri, rj, Rj, v, theta):
         a = _rot(Ri, v[0])
-        return jnp.dot(a, _rot(Rj, v[2])) * jnp.cos(theta) - jnp.dot(a, _rot(Rj, v[1])) * jnp.sin(theta)
+        return _dot(a, _rot(Rj, v[2])) * jnp.cos(theta) - _dot(a, _rot(Rj, v[1])) * jnp.sin(theta)
 
 
 class SwapStack(_Stack):
@@ -213,8 +224,8 @@ class SwapStack(_Stack):
     @staticmethod
     def row(ri, Ri, rj, Rj, v, theta):
         a = _rot(Ri, v[0])
-        primary = jnp.dot(a, _rot(Rj, v[1])) - jnp.cos(theta)
-        alternate = jnp.dot(a, _rot(Rj, v[2])) - jnp.sin(theta)
+        primary = _dot(a, _rot(Rj, v[1])) - jnp.cos(theta)
+        alternate = _dot(a, _rot(Rj, v[2])) - jnp.sin(theta)
         return jnp.where(jnp.abs(jnp.cos(theta)) > 0.9, alternate, primary)
 
 

@@ -91,7 +91,7 @@ class ConstraintSet(eqx.Module):
             values = jnp.stack([jnp.asarray(drv(t), out.dtype) for drv in self.drivers])
             place = np.zeros((self.num_constraints, len(self.drivers)))
             place[np.asarray(self.driver_rows), np.arange(len(self.drivers))] = 1.0
-            out = out + jnp.asarray(place, out.dtype) @ values
+            out = out + jnp.sum(jnp.asarray(place, out.dtype) * values, axis=1)
         return out
 
     def residual(self, t, r: Float[Array, "nb 3"], R: Float[Array, "nb 3 3"]) -> Float[Array, " m"]:
@@ -117,7 +117,8 @@ class ConstraintSet(eqx.Module):
             else:
                 values.append(stack(r_ext, R_ext))
         perm = np.eye(self.num_constraints)[np.asarray(self.order)]  # constant permutation matrix
-        return jnp.asarray(perm, dtype) @ jnp.concatenate(values) - self.f(t).astype(dtype)
+        stacked = jnp.sum(jnp.asarray(perm, dtype) * jnp.concatenate(values), axis=1)  # fuses, unlike a dot
+        return stacked - self.f(t).astype(dtype)
 
 
 class _Const(eqx.Module):
