@@ -28,7 +28,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .lie import SE3, SO3xR3
-from .lie._ops import hat
+from .lie._ops import cross, hat
 
 
 # Small matrix-vector products as broadcast-multiply-sum: XLA fuses these with their
@@ -154,8 +154,8 @@ def _pivoted_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Arr
     """All bodies turn about fixed origins: ``J_O Omega_dot = tau + c x R^T f - Omega x J_O Omega``
     (the general equations with ``U = 0``, written with 3-vectors only)."""
     R, c, Omega = pose.rotation, model.bodies.com, vel[..., 3:]
-    f, tau = model.applied_forces(t, pose.translation + _mv(R, c), R, _mv(R, jnp.cross(Omega, c)), Omega)
-    torque = tau + jnp.cross(c, _mtv(R, f)) - jnp.cross(Omega, _mv(cache.JO, Omega))
+    f, tau = model.applied_forces(t, pose.translation + _mv(R, c), R, _mv(R, cross(Omega, c)), Omega)
+    torque = tau + cross(c, _mtv(R, f)) - cross(Omega, _mv(cache.JO, Omega))
     return vel, jnp.concatenate([jnp.zeros_like(Omega), _mv(cache.JOinv, torque)], axis=-1)
 
 
@@ -175,13 +175,13 @@ def _wrench_and_bias(model, cache: Cache, t, pose, U: Array, Omega: Array) -> Ar
     b = model.bodies
     R, x, c = pose.rotation, pose.translation, b.com
     m = b.mass[:, None]
-    Oxc = jnp.cross(Omega, c)
+    Oxc = cross(Omega, c)
     f, tau = model.applied_forces(t, x + _mv(R, c), R, _mv(R, U + Oxc), Omega)
     Fb = _mtv(R, f)
     p = m * (U + Oxc)
-    h = _mv(cache.JO, Omega) + m * jnp.cross(c, U)
-    lin = Fb - jnp.cross(Omega, p)
-    ang = tau + jnp.cross(c, Fb) - jnp.cross(Omega, h) - jnp.cross(U, p)
+    h = _mv(cache.JO, Omega) + m * cross(c, U)
+    lin = Fb - cross(Omega, p)
+    ang = tau + cross(c, Fb) - cross(Omega, h) - cross(U, p)
     return jnp.concatenate([lin, ang], axis=-1)
 
 
@@ -199,7 +199,7 @@ def vector_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array
     if model.formulation == "se3":
         return vel, Vdot
     # u = R U:  u_dot = R (U_dot + Omega x U).
-    udot = _mv(pose.rotation, Vdot[..., :3] + jnp.cross(Omega, U))
+    udot = _mv(pose.rotation, Vdot[..., :3] + cross(Omega, U))
     return vel, jnp.concatenate([udot, Vdot[..., 3:]], axis=-1)
 
 
@@ -208,7 +208,7 @@ def initial_state(model) -> tuple[SO3xR3 | SE3, Array]:
     b = model.bodies
     R0, Omega0 = model.R0, model.omega0
     x0 = model.r0 - _mv(R0, b.com)
-    u0 = model.v0 - _mv(R0, jnp.cross(Omega0, b.com))
+    u0 = model.v0 - _mv(R0, cross(Omega0, b.com))
     u0 = jnp.where(jnp.asarray(np.asarray(model.fixed_origin))[:, None], 0.0, u0)
     pose = group(model)(R0, x0)
     if model.formulation == "so3xr3":
@@ -225,7 +225,7 @@ def observe(model, pose, vel: Array) -> tuple[Array, Array, Array, Array]:
     if model.formulation == "ulvc":
         vel = _mv(ulvc_matrix_inverse(model.ulvc_lengths), vel)
     U, Omega = _origin_velocity_body(model, R, vel)
-    return pose.translation + _mv(R, c), R, _mv(R, U + jnp.cross(Omega, c)), Omega
+    return pose.translation + _mv(R, c), R, _mv(R, U + cross(Omega, c)), Omega
 
 
 def kinetic_energy(model, state) -> Float[Array, ""]:
@@ -239,5 +239,5 @@ def angular_momentum(model, state) -> Float[Array, "3"]:
     """World angular momentum about the world origin: ``sum r x m v + R J Omega``."""
     b = model.bodies
     spin = _mv(state.rotation, _mv(b.inertia, state.angular_velocity))
-    orbital = jnp.cross(state.position, b.mass[:, None] * state.velocity)
+    orbital = cross(state.position, b.mass[:, None] * state.velocity)
     return jnp.sum(spin + orbital, axis=0)

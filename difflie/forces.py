@@ -16,6 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .lie import cross
+
 
 def _rot(R: Array, x: Array) -> Array:
     return jnp.einsum("...ij,...j->...i", R, x)
@@ -104,7 +106,7 @@ class SpringDamper(AbstractForce):
         j = np.where(i < 0, 0, i)
         Rs = _rot(R[j], s)
         p = jnp.where(ground, s, r[j] + Rs)
-        v = jnp.where(ground, 0.0, rdot[j] + _rot(R[j], jnp.cross(omega[j], s)))
+        v = jnp.where(ground, 0.0, rdot[j] + _rot(R[j], cross(omega[j], s)))
         return p, v, np.where(i < 0, nb, i)  # index nb is dropped by the scatter
 
     def __call__(self, t, r, R, rdot, omega):
@@ -123,8 +125,8 @@ class SpringDamper(AbstractForce):
         F = fmag[:, None] * n  # on a
         f = jnp.zeros_like(r).at[ia].add(F, mode="drop").at[ib].add(-F, mode="drop")
         ja, jb = np.where(ia < r.shape[0], ia, 0), np.where(ib < r.shape[0], ib, 0)
-        ta = jnp.cross(sa, _rot_t(R[ja], F))
-        tb = jnp.cross(sb, _rot_t(R[jb], -F))
+        ta = cross(sa, _rot_t(R[ja], F))
+        tb = cross(sb, _rot_t(R[jb], -F))
         tau = jnp.zeros_like(r).at[ia].add(ta, mode="drop").at[ib].add(tb, mode="drop")
         return f, tau
 
@@ -155,10 +157,10 @@ class CartesianSpringDamper(AbstractForce):
         s = self.point.astype(r.dtype)
         Ri = R[i]
         p = r[i] + _rot(Ri, s)
-        v = rdot[i] + _rot(Ri, jnp.cross(omega[i], s))
+        v = rdot[i] + _rot(Ri, cross(omega[i], s))
         F = -self.stiffness * (p - self.ground_point) - self.damping * v
         f = jnp.zeros_like(r).at[i].add(F)
-        tau = jnp.zeros_like(r).at[i].add(jnp.cross(s, _rot_t(Ri, F)))
+        tau = jnp.zeros_like(r).at[i].add(cross(s, _rot_t(Ri, F)))
         return f, tau
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from difflie.lie import SE3, SO3, SO3xR3, UnitDualQuaternion, UnitQuaternion, hat
+from difflie.lie import SE3, SO3, SO3xR3, UnitDualQuaternion, UnitQuaternion, cross, hat
 
 GROUPS = [SO3, UnitQuaternion, SE3, SO3xR3, UnitDualQuaternion]
 IDS = [G.__name__ for G in GROUPS]
@@ -334,3 +334,15 @@ def test_float32_without_x64(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"JAX_ENABLE_X64": "0", "PATH": "", "JAX_PLATFORMS": "cpu"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_cross_matches_numpy_and_hat_with_broadcasting():
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(size=(4, 5, 3)), rng.normal(size=(5, 3))
+    np.testing.assert_allclose(cross(a, b), np.cross(a, b), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(cross(a, b), np.einsum("...ij,...j->...i", hat(a), b), atol=1e-14)
+    # reverse-mode derivative: d/da (c . (a x b)) = b x c
+    c = rng.normal(size=3)
+    g = jax.grad(lambda x: jnp.dot(c, cross(x, b[0])))(jnp.asarray(a[0, 0]))
+    np.testing.assert_allclose(g, np.cross(b[0], c), atol=1e-14)
+    assert cross(jnp.ones(3, jnp.float32), jnp.ones(3, jnp.float32)).dtype == jnp.float32

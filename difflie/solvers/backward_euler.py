@@ -33,6 +33,7 @@ from jaxtyping import Array, Float
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
 from ..kinematics import assemble, project_velocity
+from ..lie import cross
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .newton import Newton, newton_solve
 
@@ -58,7 +59,7 @@ def _dynamics(model, form: AbstractFormulation, t, r, rot, rdot, rate, acc) -> F
     f, tau = model.applied_forces(t, r, R, rdot, omega)
     J = model.bodies.inertia
     Jw = jnp.einsum("bij,bj->bi", J, omega)
-    euler = jnp.einsum("bij,bj->bi", J, omega_dot) + jnp.cross(omega, Jw) - tau
+    euler = jnp.einsum("bij,bj->bi", J, omega_dot) + cross(omega, Jw) - tau
     rows_r = model.bodies.mass[:, None] * rddot - f
     rows_rot = jnp.einsum("bji,bj->bi", form.W(rot), euler)
     return jac.join(rows_r, rows_rot)

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .. import eom
-from ..lie import SO3xR3
+from ..lie import SO3xR3, cross
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
 
@@ -99,8 +99,8 @@ class AbstractRKMK(AbstractSolver):
         if G is SO3xR3:  # identity on the translation, J_r^-1 on the rotation, by cross products
             w, x = q[..., 3:], xi[..., 3:]
             k2 = (_so3_increment(w)[1] if k2 is None else k2)[..., None]
-            wx = jnp.cross(w, x)
-            return jnp.concatenate([xi[..., :3], x + 0.5 * wx + k2 * jnp.cross(w, wx)], axis=-1)
+            wx = cross(w, x)
+            return jnp.concatenate([xi[..., :3], x + 0.5 * wx + k2 * cross(w, wx)], axis=-1)
         return _mv(G.dexpinv(q), xi)
 
     @staticmethod
