@@ -130,10 +130,17 @@ def _first_failure(old, new):
 
 
 def _scan(body, carry, xs, chunk: int | None):
-    """``lax.scan``; with ``chunk``, nested scans whose inner part is rematerialised."""
+    """``lax.scan``; with ``chunk``, nested scans whose inner part is rematerialised.
+
+    With ``chunk`` each step is rematerialised too: reverse mode then stores only the carry per
+    step and recomputes the step before transposing it, which on CPU is cheaper than writing and
+    reading back the many small residuals of a step (gradient / forward cost 5-7 instead of
+    10-13 for one heavy top, ``benchmarks/throughput.py``).
+    """
     n = jax.tree.leaves(xs)[0].shape[0]
     if not chunk or chunk >= n:
         return jax.lax.scan(body, carry, xs)
+    body = jax.checkpoint(body, prevent_cse=False)
     q, r = divmod(n, chunk)
     head = jax.tree.map(lambda x: x[: q * chunk].reshape((q, chunk) + x.shape[1:]), xs)
 
