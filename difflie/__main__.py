@@ -101,9 +101,11 @@ def run(args) -> int:
     n_steps = int(round(args.t1 / dt))
     saveat = SaveAt(steps=True)
 
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+
     def go(m):
         return simulate(m, solver, 0.0, args.t1, dt, saveat=saveat, stepsize_controller=controller,
-                        max_steps=max(100_000, 10 * n_steps), throw=False)  # fmt: skip
+                        max_steps=max(100_000, 10 * n_steps), throw=False, progress=True if show else None)  # fmt: skip
 
     print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, "
           + (f"rtol = {controller.rtol}" if hasattr(controller, "rtol") else f"dt = {dt} ({n_steps} steps)"),
@@ -116,8 +118,7 @@ def run(args) -> int:
     from .solvers.base import RESULTS
 
     if sol.result != RESULTS.successful:
-        stats = sol.stats
-        print(f"difflie: simulation failed: {RESULTS[sol.result]} (after {int(stats.steps)} steps)", file=sys.stderr)
+        print(f"difflie: simulation failed: {sol.failure_message()}", file=sys.stderr)
         return 1
     keep = np.isfinite(np.asarray(sol.ts))
     states = jax.tree.map(lambda x: x[keep], sol.states)
@@ -187,6 +188,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write the trajectory to FILE.npz")
     s.add_argument("--plot", help="write a summary figure to FILE.png")
     s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64)")
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")  # fmt: skip
     sub.add_parser("list", help="list built-in models and solvers")
     return p
 

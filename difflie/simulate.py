@@ -9,6 +9,8 @@ memory bounded by the number of checkpoints).
 from __future__ import annotations
 
 import math
+import sys
+from collections.abc import Callable
 
 import equinox as eqx
 import equinox.internal as eqxi
@@ -47,7 +49,8 @@ class PIDController(eqx.Module):
     err_{n-1}^(-b2/k) err_{n-2}^(-b3/k), factormin, factormax)`` clipped to ``[dtmin, dtmax]``,
     with ``k`` the solver's order, ``b1 = p + i + d``, ``b2 = -(p + 2 d)``, ``b3 = d``
     (``pcoeff=0, icoeff=1, dcoeff=0`` is the classical I controller). A rejected step at
-    ``dtmin`` stops the simulation with ``RESULTS.dt_underflow``.
+    ``dtmin`` (or below ``4 eps max(|t|, t1 - t0)``) stops the simulation with
+    ``RESULTS.dt_underflow``.
     """
 
     rtol: Float[Array, ""] = eqx.field(converter=jnp.asarray)
@@ -72,12 +75,46 @@ class PIDController(eqx.Module):
 
 
 class Stats(eqx.Module):
-    """Counters of a simulation."""
+    """Counters of a simulation, and where it first failed.
+
+    ``failure_step`` is the index of the first unsuccessful step (-1 when none), starting at
+    ``failure_time``; ``failure_iterations`` and ``failure_residual`` are that step's Newton
+    iterations and last residual (NaN for explicit solvers).
+    """
 
     steps: Int[Array, ""]
     rejected_steps: Int[Array, ""]
     evaluations: Int[Array, ""]
     newton_iterations: Int[Array, ""]
+    failure_step: Int[Array, ""]
+    failure_time: Float[Array, ""]
+    failure_iterations: Int[Array, ""]
+    failure_residual: Float[Array, ""]
+
+
+class _Failure(eqx.Module):
+    """The first failed step: index, start time, Newton iterations, residual."""
+
+    step: Array
+    time: Array
+    iterations: Array
+    residual: Array
+
+    @classmethod
+    def none(cls, dtype):
+        return cls(jnp.asarray(-1, jnp.int32), jnp.asarray(jnp.nan, dtype), jnp.asarray(0, jnp.int32),
+                   jnp.asarray(jnp.nan, dtype))  # fmt: skip
+
+    def record(self, result, new, step, time, st) -> _Failure:
+        """Keep the first failure: ``new`` is this step's result, ``result`` the one so far."""
+        first = (result == RESULTS.successful) & (new != RESULTS.successful)
+        residual = jnp.asarray(jnp.nan if st.residual is None else st.residual, self.residual.dtype)
+        return _Failure(
+            jnp.where(first, jnp.asarray(step, jnp.int32), self.step),
+            jnp.where(first, jnp.asarray(time, self.time.dtype), self.time),
+            jnp.where(first, jnp.asarray(st.newton_iterations, jnp.int32), self.iterations),
+            jnp.where(first, residual, self.residual),
+        )
 
 
 class Solution(eqx.Module):
@@ -89,6 +126,21 @@ class Solution(eqx.Module):
     stats: Stats
     result: RESULTS
     body_names: tuple[str, ...] = eqx.field(static=True)
+
+    def failure_message(self) -> str:
+        """What went wrong and where, in one line ("" after a successful run; concrete values only)."""
+        if self.result == RESULTS.successful:
+            return ""
+        s = self.stats
+        what = RESULTS[self.result]
+        where = f"at step {int(s.failure_step)} (t = {float(s.failure_time):.6g} s)"
+        if self.result == RESULTS.newton_failed:
+            return f"{what} {where}: residual {float(s.failure_residual):.3e} after {int(s.failure_iterations)} iterations"
+        if self.result == RESULTS.dt_underflow:
+            return f"{what} {where}, after {int(s.steps)} accepted and {int(s.rejected_steps)} rejected steps"
+        if self.result == RESULTS.max_steps_reached:
+            return f"{what}: stopped at t = {float(s.failure_time):.6g} s after {int(s.steps)} steps"
+        return f"{what} {where}"
 
     @property
     def position(self):
@@ -125,58 +177,108 @@ def _stack_obs(obs: BodyState, n: int, fill) -> BodyState:
     return jax.tree.map(lambda x: jnp.full((n,) + x.shape, fill, x.dtype), obs)
 
 
+def _fields(failure: _Failure):
+    return failure.step, failure.time, failure.iterations, failure.residual
+
+
+def _progress_fn(progress):
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        return print_progress
+    if not callable(progress):
+        raise ValueError(f"simulate: progress must be None, True or a callable (t, t1), got {progress!r}")
+    return progress
+
+
 def _first_failure(old, new):
     return RESULTS.where(old == RESULTS.successful, new, old)
 
 
-def _scan(body, carry, xs, chunk: int | None):
-    """``lax.scan``; with ``chunk``, nested scans whose inner part is rematerialised.
+def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None):
+    """``lax.scan``, nested in chunks of ``chunk`` steps when given.
 
-    With ``chunk`` each step is rematerialised too: reverse mode then stores only the carry per
-    step and recomputes the step before transposing it, which on CPU is cheaper than writing and
-    reading back the many small residuals of a step (gradient / forward cost 5-7 instead of
-    10-13 for one heavy top, ``benchmarks/throughput.py``).
+    With ``remat`` the outer body and each step are rematerialised (``jax.checkpoint``): reverse
+    mode stores the carry once per chunk and per step only, and recomputes a step before
+    transposing it, which on CPU is cheaper than writing and reading back the many small
+    residuals of a step (gradient / forward cost 5-7 instead of 10-13 for one heavy top,
+    ``benchmarks/throughput.py``). ``report(carry, xs_chunk)`` runs after each chunk (progress).
     """
     n = jax.tree.leaves(xs)[0].shape[0]
     if not chunk or chunk >= n:
-        return jax.lax.scan(body, carry, xs)
-    body = jax.checkpoint(body, prevent_cse=False)
+        carry, ys = jax.lax.scan(body, carry, xs)
+        if report is not None:
+            report(carry, xs)
+        return carry, ys
+    if remat:
+        body = jax.checkpoint(body, prevent_cse=False)
     q, r = divmod(n, chunk)
     head = jax.tree.map(lambda x: x[: q * chunk].reshape((q, chunk) + x.shape[1:]), xs)
 
-    @jax.checkpoint
     def outer(c, x):
-        return jax.lax.scan(body, c, x)
+        c, y = jax.lax.scan(body, c, x)
+        if report is not None:
+            report(c, x)
+        return c, y
 
-    carry, ys = jax.lax.scan(outer, carry, head)
+    carry, ys = jax.lax.scan(jax.checkpoint(outer) if remat else outer, carry, head)
     ys = jax.tree.map(lambda y: y.reshape((q * chunk,) + y.shape[2:]), ys)
     if r:
         tail = jax.tree.map(lambda x: x[q * chunk :], xs)
         carry, ys_tail = jax.lax.scan(body, carry, tail)
+        if report is not None:
+            report(carry, tail)
         ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, ys_tail)
     return carry, ys
+
+
+def print_progress(t, t1) -> None:
+    """The default progress report: a bar on stderr, ended by a newline at ``t1``."""
+    t, t1 = float(t), float(t1)
+    frac = min(max(t / t1 if t1 else 1.0, 0.0), 1.0)
+    bar = "#" * int(30 * frac)
+    sys.stderr.write(f"\r[{bar:<30s}] {100 * frac:5.1f} %  t = {t:.4g} / {t1:.4g} s")
+    if frac >= 1.0:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _reporter(progress, t1):
+    """``report(xs)`` that calls ``progress(t, t1)`` with the end time of the steps ``xs``."""
+    if progress is None:
+        return None
+
+    def report(carry, xs):
+        # The barrier ties the time to the carry, so the call waits for the chunk's steps.
+        t, _ = jax.lax.optimization_barrier((xs[2][-1], carry))
+        jax.debug.callback(progress, t, t1, ordered=True)
+
+    return report
 
 
 # -- fixed steps ---------------------------------------------------------------------------------
 
 
 @eqx.filter_jit
-def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, save_every):
+def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, save_every, progress):
     grid = t0 + (t1 - t0) * fractions
     y0, state0 = solver.init(model, t0, grid[1] - grid[0])
     zero = jnp.asarray(0, jnp.int32)
 
-    def body(carry, ts):
-        y, state, evals, newton, result = carry
-        y1, _, state1, st, res = solver.step(model, ts[0], ts[1], y, state)
-        carry = (y1, state1, evals + st.evaluations, newton + st.newton_iterations, _first_failure(result, res))
+    def body(carry, xs):
+        y, state, evals, newton, result, failure = carry
+        k, ta, tb = xs
+        y1, _, state1, st, res = solver.step(model, ta, tb, y, state)
+        failure = failure.record(result, res, k, ta, st)
+        carry = (y1, state1, evals + st.evaluations, newton + st.newton_iterations, _first_failure(result, res), failure)
         return carry, (solver.observe(model, y1) if save_every else None)
 
-    init = (y0, state0, zero, zero, RESULTS.where(True, RESULTS.successful, RESULTS.successful))
-    (y1, _, evals, newton, result), obs = _scan(body, init, (grid[:-1], grid[1:]), chunk)
-    obs0 = solver.observe(model, y0)
     n = fractions.shape[0] - 1
-    stats = Stats(jnp.asarray(n, jnp.int32), zero, evals.astype(jnp.int32), newton.astype(jnp.int32))
+    init = (y0, state0, zero, zero, RESULTS.where(True, RESULTS.successful, RESULTS.successful), _Failure.none(grid.dtype))
+    xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
+    (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1))
+    obs0 = solver.observe(model, y0)
+    stats = Stats(jnp.asarray(n, jnp.int32), zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
     if saveat.steps:
         states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
         return grid, states, stats, result
@@ -246,13 +348,14 @@ class _Carry(eqx.Module):
     evals: Array
     newton: Array
     result: RESULTS
+    failure: _Failure
     save_next: Array
     buf_t: Array
     buf_s: BodyState
 
 
 @eqx.filter_jit
-def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind):
+def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, progress):
     y0, state0 = solver.init(model, t0, dt0)
     obs0 = solver.observe(model, y0)
     dtype = t0.dtype
@@ -286,6 +389,8 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind):
         nxt = save_ts[jnp.minimum(carry.save_next, save_ts.shape[0] - 1)]
         return jnp.where(carry.save_next < save_ts.shape[0], jnp.minimum(nxt, t1), t1)
 
+    every = max(1, max_steps // 100)
+
     def cond(carry):
         return (carry.t < t1) & (carry.result == RESULTS.successful)
 
@@ -303,9 +408,15 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind):
         factor = jnp.where(accept, factor, jnp.minimum(factor, 1.0))
         factor = jnp.clip(factor, c.factormin, c.factormax)
         dt_new = jnp.clip(dt * factor, c.dtmin, c.dtmax)
-        underflow = ~accept & (dt <= c.dtmin)
+        # A rejected step at dtmin, or too small to move t in floating point, cannot progress.
+        floor = jnp.maximum(c.dtmin, 4 * jnp.finfo(dtype).eps * jnp.maximum(jnp.abs(carry.t), t1 - t0))
+        underflow = ~accept & (dt <= floor)
         new = RESULTS.where(underflow, RESULTS.dt_underflow, RESULTS.where(accept, res, RESULTS.successful))
         result = _first_failure(carry.result, new)
+        failure = carry.failure.record(carry.result, new, carry.accepted, carry.t, st)
+        if progress is not None:  # every `every` accepted steps, and at t1
+            tick = accept & (((carry.accepted + 1) % every == 0) | (t_next >= t1))
+            jax.lax.cond(tick, lambda: jax.debug.callback(progress, t_next, t1, ordered=True), lambda: None)
         t = jnp.where(accept, t_next, carry.t)
         y = _select(accept, y1, carry.y)
         state = _select(accept, state1, carry.state)
@@ -326,19 +437,21 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind):
             t, y, state, dt_new, inv_errs,
             carry.accepted + accept, carry.rejected + (~accept),
             carry.evals + st.evaluations, carry.newton + st.newton_iterations,
-            result, save_next, buf_t_, buf_s_,
+            result, failure, save_next, buf_t_, buf_s_,
         )  # fmt: skip
 
     init = _Carry(
         t0, y0, state0, jnp.asarray(dt0, dtype), jnp.ones(2, dtype), zero, zero, zero, zero,
-        RESULTS.where(True, RESULTS.successful, RESULTS.successful), save_next, buf_t, buf_s,
+        RESULTS.where(True, RESULTS.successful, RESULTS.successful), _Failure.none(dtype), save_next, buf_t, buf_s,
     )  # fmt: skip
     buffers = (lambda cr: (cr.buf_t, cr.buf_s)) if (saveat.steps or save_ts is not None) else None
     final = eqxi.while_loop(cond, body, init, max_steps=max_steps, buffers=buffers, kind=kind)
-    result = RESULTS.where(
-        (final.t < t1) & (final.result == RESULTS.successful), RESULTS.max_steps_reached, final.result
+    out_of_steps = (final.t < t1) & (final.result == RESULTS.successful)
+    result = RESULTS.where(out_of_steps, RESULTS.max_steps_reached, final.result)
+    failure = _select(
+        out_of_steps, _Failure(final.accepted, final.t, zero, jnp.asarray(jnp.nan, dtype)), final.failure
     )
-    stats = Stats(final.accepted, final.rejected, final.evals, final.newton)
+    stats = Stats(final.accepted, final.rejected, final.evals, final.newton, *_fields(failure))
     if saveat.steps:
         return final.buf_t, final.buf_s, stats, result
     parts_t, parts_s = [], []
@@ -371,6 +484,7 @@ def simulate(
     checkpoint: bool = True,
     adjoint: str = "checkpointed",
     throw: bool = True,
+    progress: bool | Callable | None = None,
 ) -> Solution:
     """Integrate ``model`` from ``t0`` to ``t1`` with ``solver``.
 
@@ -382,9 +496,17 @@ def simulate(
     (non-finite state, step-size underflow, ``max_steps``, Newton failure) raises.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
     mode with bounded memory; no forward mode) or ``"forward"`` (a plain bounded while loop:
-    forward mode, ``jax.jvp``/``jax.jacfwd``, but no reverse mode).
+    forward mode, ``jax.jvp``/``jax.jacfwd``, but no reverse mode). With ``throw=False`` a failed
+    run returns normally: ``Solution.stats`` holds the first failed step (index, time, Newton
+    iterations and residual) and ``Solution.failure_message()`` says it in one line.
+    ``progress``: ``True`` prints a bar on stderr, a callable is called as ``progress(t, t1)``
+    (host callback, ``jax.debug.callback``) after every chunk of about ``sqrt(n)`` fixed steps, or
+    every ``max_steps // 100`` accepted adaptive steps, and at ``t1``. ``None`` (default) adds
+    nothing to the compiled program. Under ``vmap`` it is called for each batch element; reverse
+    mode calls it again while recomputing the forward pass.
     Compiled once per model structure; works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
     """
+    progress = _progress_fn(progress)
     if adjoint not in ("checkpointed", "forward"):
         raise ValueError(f"simulate: adjoint must be 'checkpointed' or 'forward', got {adjoint!r}")
     if not isinstance(solver, AbstractSolver):
@@ -408,16 +530,17 @@ def simulate(
             raise ValueError(f"simulate: max_steps must be a positive int, got {max_steps!r}")
         ts, states, stats, result = _adaptive(
             model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
-            "checkpointed" if adjoint == "checkpointed" else "lax",
+            "checkpointed" if adjoint == "checkpointed" else "lax", progress,
         )  # fmt: skip
     elif isinstance(stepsize_controller, ConstantStepSize):
         fractions, save_index = _fixed_grid(t0, t1, dt, n_steps, saveat.ts)
         n = fractions.shape[0] - 1
-        chunk = max(2, math.isqrt(n)) if checkpoint and n > 16 else None
+        chunk = max(2, math.isqrt(n)) if (checkpoint or progress is not None) and n > 16 else None
         save_every = saveat.steps or saveat.ts is not None
         ts, states, stats, result = _fixed(
             model, solver, t0a, t1a, jnp.asarray(fractions, dtype),
-            None if save_index is None else jnp.asarray(save_index), saveat, chunk, save_every,
+            None if save_index is None else jnp.asarray(save_index), saveat, chunk, checkpoint, save_every,
+            progress,
         )  # fmt: skip
     else:
         raise ValueError(f"simulate: unknown stepsize_controller {stepsize_controller!r}")

@@ -123,3 +123,28 @@ def test_subprocess_prints_no_traceback():
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().startswith("difflie: error:")
+
+
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
+        (["heavy-top", "--dt", "0.5", "--t1", "200"], "NaN or Inf in the state at step 3 (t = 1.5 s)"),
+        (["slider-crank", "--solver", "backward-euler", "--dt", "0.5", "--t1", "2"],
+         "Newton iteration did not converge at step 0 (t = 0 s): residual "),
+        (["heavy-top", "--solver", "dopri5", "--rtol", "1e-300", "--t1", "1"], "step size underflow"),
+    ],
+)
+def test_failed_runs_say_what_and_where(argv_tail, message, tmp_path, capsys):
+    out = tmp_path / "x.npz"
+    assert main(["simulate", *argv_tail, "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("difflie: simulation failed: " + message), err
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_progress_bar_only_when_asked(capsys):
+    assert main(["simulate", "heavy-top", "--t1", "0.05"]) == 0  # stderr is not a terminal here
+    assert "%" not in capsys.readouterr().err
+    assert main(["simulate", "heavy-top", "--t1", "0.05", "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "100.0 %" in err and "t = 0.05 / 0.05 s" in err

@@ -180,3 +180,52 @@ def test_adaptive_grad_matches_finite_differences():
 
 def test_constant_step_controller_is_default():
     assert isinstance(ConstantStepSize(), eqx.Module)
+
+
+def test_progress_reports_increasing_times_up_to_t1_and_changes_nothing():
+    seen = []
+    report = lambda t, t1: seen.append((float(t), float(t1)))  # noqa: E731
+    with_bar = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, progress=report)
+    plain = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3)
+    times = [t for t, _ in seen]
+    assert len(times) == 15 and np.all(np.diff(times) > 0), times  # 200 steps: 14 chunks of 14, a tail of 4
+    assert times[-1] == pytest.approx(0.2, abs=1e-15) and all(t1 == 0.2 for _, t1 in seen)
+    np.testing.assert_array_equal(with_bar.rotation, plain.rotation)
+    seen.clear()
+    pid = PIDController(rtol=1e-8, atol=1e-8)
+    adaptive = simulate(TOP, Dopri5(), 0.0, 0.2, 0.01, stepsize_controller=pid, max_steps=1000, progress=report)
+    times = [t for t, _ in seen]
+    assert len(times) >= 2 and np.all(np.diff(times) > 0) and times[-1] == pytest.approx(0.2)
+    assert int(adaptive.stats.steps) // 10 <= len(times) <= int(adaptive.stats.steps) // 10 + 1
+    with pytest.raises(ValueError, match="progress"):
+        simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, progress="yes")
+
+
+def test_failures_say_which_step_and_time():
+    blown = simulate(TOP, RKMK4(), 0.0, 200.0, 0.5, throw=False)  # far too large a step: NaN
+    assert blown.result == RESULTS.nonfinite
+    k, t = int(blown.stats.failure_step), float(blown.stats.failure_time)
+    assert k >= 1 and t == pytest.approx(0.5 * k)
+    assert blown.failure_message() == f"NaN or Inf in the state at step {k} (t = {t:.6g} s)"
+    ok = simulate(TOP, RKMK4(), 0.0, 0.1, 1e-2)
+    assert int(ok.stats.failure_step) == -1 and ok.failure_message() == ""
+    tiny = PIDController(rtol=1e-300, atol=1e-300)
+    stuck = simulate(TOP, Dopri5(), 0.0, 1.0, 0.1, stepsize_controller=tiny, throw=False)
+    assert stuck.result == RESULTS.dt_underflow and int(stuck.stats.steps) == 0
+    assert stuck.failure_message().startswith("step size underflow") and "t = 0 s" in stuck.failure_message()
+
+
+def test_newton_failure_reports_time_iterations_and_residual():
+    from difflie.models import heavy_top_spherical
+    from difflie.solvers.generalized_alpha import GeneralizedAlpha
+
+    sol = simulate(heavy_top_spherical(), GeneralizedAlpha(max_iterations=1), 0.0, 0.05, 1e-2, throw=False)
+    assert sol.result == RESULTS.newton_failed
+    s = sol.stats
+    assert int(s.failure_step) == 0 and float(s.failure_time) == 0.0 and int(s.failure_iterations) == 1
+    assert 0 < float(s.failure_residual) < 1e3
+    message = sol.failure_message()
+    assert message.startswith("Newton iteration did not converge at step 0 (t = 0 s): residual ")
+    assert message.endswith("after 1 iterations")
+    with pytest.raises(Exception, match="Newton iteration did not converge"):
+        simulate(heavy_top_spherical(), GeneralizedAlpha(max_iterations=1), 0.0, 0.05, 1e-2)

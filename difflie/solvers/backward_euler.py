@@ -159,7 +159,7 @@ class BackwardEuler(AbstractSolver):
         y1 = BackwardEulerState(r1, rot1, rdot1, rate1, acc, lam)
         finite = jnp.all(jnp.isfinite(sol.value))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
-        stats = StepStats(evaluations=sol.num_steps, newton_iterations=sol.num_steps)
+        stats = StepStats(evaluations=sol.num_steps, newton_iterations=sol.num_steps, residual=sol.correction_norm)
         return y1, None, solver_state, stats, result
 
     def observe(self, model, y: BackwardEulerState) -> BodyState:

@@ -22,7 +22,7 @@ class RESULTS(eqx.Enumeration):
     successful = "successful"
     newton_failed = "Newton iteration did not converge"
     nonfinite = "NaN or Inf in the state"
-    dt_underflow = "step size fell below dtmin"
+    dt_underflow = "step size underflow (below dtmin, or too small to advance t)"
     max_steps_reached = "max_steps reached before t1"
     no_solution = "the implicit step has no solution at this step size"
 
@@ -46,6 +46,8 @@ class StepStats(eqx.Module):
 
     evaluations: Int[Array, ""]  # right-hand-side or residual evaluations
     newton_iterations: Int[Array, ""]  # zero for explicit methods
+    # size of the last Newton residual (or correction) of an implicit step; None when explicit
+    residual: Float[Array, ""] | None = None
 
 
 class AbstractSolver(eqx.Module):

@@ -299,7 +299,7 @@ class GeneralizedAlpha(AbstractSolver):
         return fn, unpack, x_pred, s
 
     def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h):
-        """Full or modified Newton on ``fn``; returns ``(x, iterations, converged, cache)``.
+        """Full or modified Newton on ``fn``; ``(x, iterations, converged, max |F(x)|, cache)``.
 
         The first ``n_dyn`` entries of ``fn(x)[0]`` are the scaled dynamic rows, the rest
         the constraint residual.
@@ -371,7 +371,7 @@ class GeneralizedAlpha(AbstractSolver):
 
         out = jax.lax.while_loop(cond, body, init)
         new_cache = IterationMatrix(out["lu"], out["piv"], out["valid"], h, out["updates"])
-        return out["x"], out["it"], out["done"], new_cache
+        return out["x"], out["it"], out["done"], jnp.max(jnp.abs(out["F"])), new_cache
 
     def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: IterationMatrix):
         dtype = y0.position.dtype
@@ -383,7 +383,7 @@ class GeneralizedAlpha(AbstractSolver):
         # Newton on a gradient-free copy, then the implicit-function theorem for derivatives.
         h_ng = jax.lax.stop_gradient(h)
         fn_ng, _, x_pred, s = self._residual_fn(_no_grad(model), jax.lax.stop_gradient(t1), h_ng, _no_grad(y0))
-        x_star, iterations, ok, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state, h_ng)
+        x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state, h_ng)
         x_star = jax.lax.stop_gradient(x_star)
         x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, _tangent_solve)
 
@@ -391,7 +391,7 @@ class GeneralizedAlpha(AbstractSolver):
         y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)
         result = RESULTS.where(ok, RESULTS.successful, RESULTS.newton_failed)
         # Residual evaluations (the predictor's and one per iteration); Jacobians not counted.
-        stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations)
+        stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations, residual=residual)
         return y1, None, jax.lax.stop_gradient(cache), stats, result
 
 
