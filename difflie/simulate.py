@@ -243,15 +243,19 @@ def print_progress(t, t1) -> None:
     sys.stderr.flush()
 
 
-def _reporter(progress, t1):
-    """``report(xs)`` that calls ``progress(t, t1)`` with the end time of the steps ``xs``."""
+def _reporter(progress, t1, n: int):
+    """``report(carry, xs)``: ``progress(t, t1)`` after the steps ``xs`` (indices, starts, ends)
+    when they complete another 2 % of the ``n`` steps, or the last one."""
     if progress is None:
         return None
+    every = max(1, n // 50)
 
     def report(carry, xs):
+        k, _, ends = xs
         # The barrier ties the time to the carry, so the call waits for the chunk's steps.
-        t, _ = jax.lax.optimization_barrier((xs[2][-1], carry))
-        jax.debug.callback(progress, t, t1, ordered=True)
+        t, _ = jax.lax.optimization_barrier((ends[-1], carry))
+        due = ((k[-1] + 1) // every > k[0] // every) | (k[-1] == n - 1)
+        jax.lax.cond(due, lambda: jax.debug.callback(progress, t, t1, ordered=True), lambda: None)
 
     return report
 
@@ -276,7 +280,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
     n = fractions.shape[0] - 1
     init = (y0, state0, zero, zero, RESULTS.where(True, RESULTS.successful, RESULTS.successful), _Failure.none(grid.dtype))
     xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
-    (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1))
+    (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1, n))
     obs0 = solver.observe(model, y0)
     stats = Stats(jnp.asarray(n, jnp.int32), zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
     if saveat.steps:
