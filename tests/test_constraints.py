@@ -271,3 +271,9 @@ def test_no_nan_gradients_at_identity_and_float32():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "JAX_ENABLE_X64": "0"})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+def test_re_closed_form_W_equals_the_autodiff_one():
+    from difflie.constraints.formulations import AbstractFormulation
+
+    eps = jnp.asarray(RNG.uniform(-3, 3, size=(4, 3)))
+    np.testing.assert_allclose(RE().W(eps), AbstractFormulation.W(RE(), eps), atol=1e-14)

@@ -26,7 +26,7 @@ from .formulations import AbstractFormulation
 def psi(constraints, com, form: AbstractFormulation, t, r, rot) -> Float[Array, " m"]:
     """All position-level rows: ``Phi`` of the model, then the formulation's rows."""
     R = form.rotation(rot)
-    origin = r - jnp.einsum("bij,bj->bi", R, com)
+    origin = r - jnp.sum(R * com[:, None, :], axis=-1)  # R com, fusible (no tiny dot)
     return jnp.concatenate([constraints.residual(t, origin, R), form.norm_rows(rot)])
 
 

@@ -58,10 +58,10 @@ def _dynamics(model, form: AbstractFormulation, t, r, rot, rdot, rate, acc) -> F
     omega_dot = form.omega_dot(rot, rate, rate_dot)
     f, tau = model.applied_forces(t, r, R, rdot, omega)
     J = model.bodies.inertia
-    Jw = jnp.einsum("bij,bj->bi", J, omega)
-    euler = jnp.einsum("bij,bj->bi", J, omega_dot) + cross(omega, Jw) - tau
+    Jw = jnp.sum(J * omega[:, None, :], axis=-1)  # broadcast-and-sum: fuses, unlike tiny dots
+    euler = jnp.sum(J * omega_dot[:, None, :], axis=-1) + cross(omega, Jw) - tau
     rows_r = model.bodies.mass[:, None] * rddot - f
-    rows_rot = jnp.einsum("bji,bj->bi", form.W(rot), euler)
+    rows_rot = jnp.sum(form.W(rot) * euler[:, :, None], axis=-2)
     return jac.join(rows_r, rows_rot)
 
 

@@ -1,0 +1,102 @@
+"""Constrained mechanisms under BackwardEuler: the rA/rp/re paper's Table 10 protocol.
+
+Seconds of wall time per simulated second at h = 1e-3 for the single pendulum, double pendulum,
+four link and slider crank in the rA, rp and re formulations (dynamics, index 3), compiled, warm,
+``block_until_ready``, median of repeats, with mean Newton iterations per step. Beside them: the
+paper's Table 10 speed-ups relative to rp, and the paper's public Python codes (C1, C2) as
+measured on this machine class in the seed-003 digest (section 5.5: they need numpy < 2, so they
+cannot run in this environment; C2 single pendulum rA 0.909 s/s, rp 2.119 s/s, re 1.41 s/s at
+Theta = 1e-3).
+
+    python benchmarks/constrained.py [--repeats 5] [--t1 3] [--theta 1e-3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+
+import difflie as dl  # noqa: E402
+from difflie.models import double_pendulum, four_link, single_pendulum, slider_crank  # noqa: E402
+
+MODELS = {
+    "single pendulum": single_pendulum,
+    "double pendulum": double_pendulum,
+    "four link": four_link,
+    "slider crank": slider_crank,
+}
+FORMULATIONS = ("rA", "rp", "re")
+# Paper Table 10: speed-up relative to rp, C1 (rA, re) and C2 (rA, re).
+PAPER = {
+    "single pendulum": ((2.43, 1.29), (2.46, 1.69)),
+    "double pendulum": ((2.63, 1.21), (2.39, 1.53)),
+    "four link": ((2.62, 1.21), (2.41, 1.44)),
+    "slider crank": ((2.93, 1.31), (2.29, 1.30)),
+}
+# Digest seed_003 section 5.5: the paper's C2 code, single pendulum, h = 1e-3, s per simulated s.
+C2_SINGLE = {"rA": 0.909, "rp": 2.119, "re": 1.41}
+
+
+def timed(fn, model, repeats):
+    out = jax.block_until_ready(fn(model))
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(fn(model))
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)), float(np.min(times)), out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--t1", type=float, default=3.0)
+    parser.add_argument("--dt", type=float, default=1e-3)
+    parser.add_argument("--theta", type=float, default=None,
+                        help="Newton tolerance on ||delta||; default difflie's 1e-11 / h^2")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="t1 = 0.5, 3 repeats")
+    args = parser.parse_args()
+    if args.quick:
+        args.t1, args.repeats = 0.5, 3
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"platform: {platform.machine()}, jax {jax.__version__}, devices {jax.devices()}, load average {load:.1f}")
+    theta = "1e-11/h^2" if args.theta is None else f"{args.theta:g}"
+    print(f"BackwardEuler, h = {args.dt}, t1 = {args.t1} s, Theta = {theta}, median of {args.repeats}\n")
+    print("| model | formulation | s per simulated s (median) | min | us/step | Newton it./step | rp/this | paper C1, C2 |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    results = {}
+    for name, build in MODELS.items():
+        model = build()
+        row = {}
+        for form in FORMULATIONS:
+            solver = dl.BackwardEuler(formulation=form, tol=args.theta)
+
+            def run(m, solver=solver):
+                sol = dl.simulate(m, solver, 0.0, args.t1, args.dt)
+                return sol.position[-1], sol.stats.newton_iterations, sol.stats.steps
+
+            med, best, (_, iters, steps) = timed(jax.jit(run), model, args.repeats)
+            row[form] = (med / args.t1, best / args.t1, med / int(steps) * 1e6, int(iters) / int(steps))
+        results[name] = row
+        for form in FORMULATIONS:
+            s, smin, us, it = row[form]
+            ratio = row["rp"][0] / s
+            paper = PAPER[name]
+            ref = {"rA": f"{paper[0][0]}, {paper[1][0]}", "re": f"{paper[0][1]}, {paper[1][1]}", "rp": "1, 1"}[form]
+            print(f"| {name} | {form} | {s:.4f} | {smin:.4f} | {us:.1f} | {it:.2f} | {ratio:.2f} | {ref} |")
+    print("\nAgainst the paper's C2 code (single pendulum, digest section 5.5, same machine class):")
+    for form in FORMULATIONS:
+        s = results["single pendulum"][form][0]
+        print(f"  {form}: C2 {C2_SINGLE[form]:.3f} s/s, difflie {s:.4f} s/s: {C2_SINGLE[form] / s:.0f}x faster")
+
+
+if __name__ == "__main__":
+    main()
