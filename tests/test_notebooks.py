@@ -46,6 +46,25 @@ CHECKS = {
         "assert abs(4 * quarter - 0.598653170) < 1e-8\n"
         "assert energy_error < 1e-8 and momentum_error < 1e-8\n"
     ),
+    "identification": (
+        "assert rel_error_a < 1e-6, rel_error_a\n"
+        "assert res_a.history[0][2] > 1e3 * res_a.loss, res_a.history\n"
+        "assert noise_z_max < 4.0, noise_z\n"
+        "assert max(noise_chi2) < chi2_limit, noise_chi2\n"
+        "assert all(0.5 < s < 2.0 for s in noise_s2), noise_s2\n"
+        "assert consistent\n"
+        "assert rod_rel_error < 1e-6, rod_est\n"
+    ),
+    "long_run_energy": (
+        "assert abs(drift['DQVI']) < 0.05 * amplitude['DQVI'], (drift, amplitude)\n"
+        "assert late['DQVI'] < 1.5 * early['DQVI'], (late, early)\n"
+        "assert amplitude['DQVI'] < 1e-3 and amplitude['SO3xR3Variational'] < 1e-10, amplitude\n"
+        "assert abs(drift['RKMK4']) > 0.5 * amplitude['RKMK4'] and late['RKMK4'] > 5 * early['RKMK4'], (drift, late, early)\n"
+        "assert abs(final['RKMK4']) > amplitude['DQVI'], (final, amplitude)\n"
+        "assert momentum_error['DQVI'] < 1e-11 and momentum_error['SO3xR3Variational'] < 1e-11, momentum_error\n"
+        "assert momentum_error['RKMK4'] > 1e-6, momentum_error\n"
+        "assert verdict == {'DQVI': 'bounded', 'SO3xR3Variational': 'round-off', 'RKMK4': 'drift'}, verdict\n"
+    ),
 }
 
 
