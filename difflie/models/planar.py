@@ -190,19 +190,21 @@ def slider_crank(
     its -x axis; rod joined to the crank by a spherical joint B and to the slider by the
     composite joint C (DP1 + 2 DP2 + D); slider on a translational joint D along global x.
     """
-    R = [
-        [[1, 0, 0], [0, 0, -1], [0, 1, 0]],
-        [
-            [6.66663941e-01, 5.25423484e-07, 7.45357596e-01],
-            [-3.33335152e-01, 8.94426107e-01, 2.98141533e-01],
-            [-6.66667550e-01, -4.47214375e-01, 5.96282179e-01],
-        ],
-        [[0, 0, 1], [0, 1, 0], [-1, 0, 0]],
-    ]
+    # Assembled pose and velocities, derived in closed form from the joint geometry (the
+    # file's 9-digit values violate the constraints by 8e-7). Crank (radius 0.08) at angle 0:
+    # B = (0, 0.1, 0.2); rod (length 0.3) from B to C = (0.2, 0, 0) on the slider line, COM at
+    # the midpoint; rod x = (C - B)/0.3 = (2, -1, -2)/3, rod y = (0, 2, -1)/sqrt5 (normal to
+    # global x, joint C), z = x cross y = (5, 2, 4)/(3 sqrt5). Velocities at crank rate w about
+    # -x: v_B = (0, 0.08 w, 0), v_C = (-0.04 w, 0, 0) (|C - B| fixed), rod world angular velocity
+    # w (-0.32, 0.16, -0.08) (from v_C - v_B = omega x (C - B) and rod y staying normal to x).
+    s5 = math.sqrt(5.0)
+    rod = [[2 / 3, 0.0, 5 / (3 * s5)], [-1 / 3, 2 / s5, 2 / (3 * s5)], [-2 / 3, -1 / s5, 4 / (3 * s5)]]
+    R = np.asarray([[[1, 0, 0], [0, 0, -1], [0, 1, 0]], rod, [[0, 0, 1], [0, 1, 0], [-1, 0, 0]]], float)
     r0 = [[0.0, 0.1, 0.12], [0.1, 0.05, 0.1], [0.2, 0.0, 0.0]]
-    v0 = [[0.0, 0.0, 0.0], [-0.125663706, 0.251327412, 0.0], [-0.25132741, 0.0, 0.0]]
     rate = jnp.asarray(rate, float)
-    omega0 = jnp.stack([jnp.stack([-rate, 0.0 * rate, 0.0 * rate]), jnp.asarray([-1.34041287, 1.12397036, -1.49862714]), jnp.zeros(3)])
+    v0 = rate * jnp.asarray([[0.0, 0.0, 0.0], [-0.02, 0.04, 0.0], [-0.04, 0.0, 0.0]])
+    rod_omega = jnp.asarray([-0.64 / 3, 0.4 / s5, -1.6 / (3 * s5)])  # R_rod^T (-0.32, 0.16, -0.08)
+    omega0 = rate * jnp.stack([jnp.asarray([-1.0, 0.0, 0.0]), rod_omega, jnp.zeros(3)])
     if driver == "angle":
         drive = angle(0, _Y, G, _Y, _Z, Driver(_angle_theta, (-rate, jnp.asarray(math.pi / 2))), name="driver")
     elif driver == "swap":
@@ -224,7 +226,7 @@ def slider_crank(
     names = ("crank", "rod", "slider")
     bodies = _bodies(masses, inertias, names)
     return Model(
-        bodies, r0=r0, R0=nearest_rotation(R), v0=v0, omega0=omega0, gravity=gravity,
+        bodies, r0=r0, R0=R, v0=v0, omega0=omega0, gravity=gravity,
         constraints=ConstraintSet(rows, 3), body_names=names,
     )
 
