@@ -213,6 +213,11 @@ def test_float32_smoke():
         ts, q, V = integrate(model, LGTRungeKutta(), 0.0, 0.1, 3)
         assert q.dtype == jnp.float32 and V.dtype == jnp.float32 and ts.dtype == jnp.float32
         assert np.all(np.isfinite(np.asarray(q)))
+        from difflie.coords import LGTGeneralizedAlpha
+        from difflie.simulate import simulate
+        sol = simulate(model, LGTGeneralizedAlpha(), 0.0, 0.3, 0.1)  # raises unless every step succeeded
+        R1 = np.asarray(sol.rotation[-1, 0])
+        assert sol.rotation.dtype == jnp.float32 and np.abs(R1.T @ R1 - np.eye(3)).max() < 1e-5
         print("ok")
         """
     )

@@ -14,6 +14,7 @@ from difflie.coords import (
     AbsoluteModel,
     EulerAngles,
     EulerParameters,
+    LGTGeneralizedAlpha,
     LGTRungeKutta,
     LGTSolver,
     Rodrigues,
@@ -23,6 +24,9 @@ from difflie.coords import (
     integrate,
 )
 from difflie.lie import SO3, _ops
+from difflie.simulate import PIDController, SaveAt, simulate
+from difflie.solvers.base import RESULTS
+from difflie.solvers.generalized_alpha import alpha_coefficients
 from difflie.solvers.tableaux import BOSH3, DOPRI5
 
 CHARTS = [
@@ -147,7 +151,6 @@ def test_heavy_top_every_chart_equals_so3(chart, top_reference):
 def test_heavy_top_matches_difflie_rkmk4(top_reference):
     """The Cardan-angle model through the LGT against difflie's own RKMK4 heavy top."""
     from difflie.models import heavy_top
-    from difflie.simulate import SaveAt, simulate
     from difflie.solvers.rkmk import RKMK4
 
     sol = simulate(heavy_top(), RKMK4(), t0=0.0, t1=H_TOP * N_TOP, dt=H_TOP, saveat=SaveAt(steps=True))
@@ -245,7 +248,10 @@ def test_order_rk4_through_lgt(group, free_reference):
     """RKMK4 through the LGT with Cardan angles converges at order 4 (fitted slope)."""
     chart = EulerAngles("zyx")
     model, solver = free_model(chart), LGTRungeKutta(group=group)
-    errors = [pose_error(chart, final_lgt_rk(model, solver, h, int(round(T_END / h))), free_reference) for h in STEPS]
+    errors = [
+        pose_error(chart, final_lgt_rk(model, solver, jnp.asarray(h), jnp.asarray(round(T_END / h))), free_reference)
+        for h in STEPS
+    ]
     slope = fitted_order(STEPS, errors)
     assert 3.7 < slope < 4.5, (slope, errors)
     assert errors[-1] < 1e-5
@@ -269,7 +275,7 @@ def test_order_diffrax_through_lgt(solver, order, free_reference):
         )
         return sol.ys[0][-1, 0]
 
-    errors = [pose_error(chart, final(model, h), free_reference) for h in STEPS]
+    errors = [pose_error(chart, final(model, jnp.asarray(h)), free_reference) for h in STEPS]  # one compilation
     slope = fitted_order(STEPS, errors)  # measured: Tsit5 5.6 (pre-asymptotic), Bosh3 2.99
     assert order - 0.3 < slope < order + 0.8, (slope, errors)
 
@@ -366,3 +372,168 @@ def test_bad_model_input():
         AbsoluteModel(chart, free_acceleration(chart), jnp.zeros((1, 6)), jnp.zeros((1, 6)), velocity="world")
     with pytest.raises(ValueError, match="needs q"):
         LGTSolver(diffrax.Tsit5(), chart, group="SE3").init(None, 0.0, 1.0, (jnp.zeros((1, 7)), jnp.zeros((1, 6))), None)
+
+
+# -- generalized-alpha through the LGT (seed 002 on the local group) ------------------------------
+
+RHO_INF = 0.8
+GA_FAST = ("EulerAnglesxyz", "EulerParameters")
+
+
+@jax.jit
+def top_reference_alpha():
+    """The top by Lie-group generalized-alpha directly on SO(3) (matrices, no chart): the
+    increment dpsi with R1 = R0 exp(dpsi) solved by six Newton iterations per step."""
+    am, af, gamma, beta = alpha_coefficients(RHO_INF)
+    h = H_TOP
+
+    def step(y, _):
+        R, w, wdot, a = y
+
+        def unpack(dpsi):
+            a1 = (dpsi - h * w - h**2 * (0.5 - beta) * a) / (beta * h**2)
+            return a1, w + h * (1 - gamma) * a + h * gamma * a1, ((1 - am) * a1 + am * a - af * wdot) / (1 - af)
+
+        def residual(dpsi):
+            _, w1, wdot1 = unpack(dpsi)
+            return wdot1 - top_omega_dot(R @ SO3.exp(dpsi).matrix, w1)
+
+        dpsi = h * w + h**2 * (0.5 - beta) * a + h**2 * beta * (wdot - am * a) / (1 - am)
+        dpsi = jax.lax.fori_loop(0, 6, lambda _, d: d - jnp.linalg.solve(jax.jacfwd(residual)(d), residual(d)), dpsi)
+        a1, w1, wdot1 = unpack(dpsi)
+        R1 = R @ SO3.exp(dpsi).matrix
+        return (R1, w1, wdot1, a1), R1
+
+    wdot0 = top_omega_dot(jnp.eye(3), OMEGA0)
+    return jax.lax.scan(step, (jnp.eye(3), OMEGA0, wdot0, wdot0), None, length=N_TOP)[1]
+
+
+@eqx.filter_jit
+def run_alpha(model, solver, dt, n):
+    """``n`` (traced) fixed steps of ``solver`` from the model's initial state: every ``q``, and
+    the worst step result and the Newton iteration count."""
+    y0, state = solver.init(model, 0.0, dt)
+
+    def body(carry, k):
+        y, state = carry
+        y1, _, state, stats, result = solver.step(model, k * dt, (k + 1) * dt, y, state)
+        return (y1, state), (y1.q, result._value, stats.newton_iterations)
+
+    _, (q, results, iterations) = jax.lax.scan(body, (y0, state), jnp.arange(n, dtype=model.q0.dtype))
+    return q, results, iterations
+
+
+@pytest.mark.parametrize(
+    "chart", [c if i in GA_FAST else pytest.param(c, marks=pytest.mark.slow) for c, i in zip(CHARTS, IDS)], ids=IDS
+)
+def test_alpha_heavy_top_every_chart_equals_so3(chart):
+    """Generalized-alpha through the LGT reproduces generalized-alpha on SO(3) to round-off,
+    through the Cardan angles' gimbal lock (no H^-1 anywhere), with no failed step."""
+    q, results, iterations = run_alpha(top_model(chart), LGTGeneralizedAlpha(RHO_INF), H_TOP, N_TOP)
+    assert np.all(np.asarray(results) == RESULTS.successful._value)
+    assert int(iterations.max()) <= 4
+    assert _rotation_error(chart, q, top_reference_alpha()) < 1e-9
+
+
+def test_alpha_differs_from_rk(top_reference):
+    """The comparison above can fail: the alpha trajectory is not the RKMK4 one (order 2 vs 4)."""
+    chart = EulerAngles("xyz")
+    q, _, _ = run_alpha(top_model(chart), LGTGeneralizedAlpha(RHO_INF), H_TOP, N_TOP)
+    assert _rotation_error(chart, q, top_reference) > 1e-6
+
+
+@eqx.filter_jit
+def final_alpha(model, solver, dt, n):
+    """``q`` after ``n`` steps (``dt``, ``n`` traced: one compilation for every step size) and
+    whether every step succeeded."""
+
+    def body(k, carry):
+        y, ok = carry
+        y1, _, _, _, result = solver.step(model, k * dt, (k + 1) * dt, y, None)
+        return y1, ok & (result == RESULTS.successful)
+
+    y, ok = jax.lax.fori_loop(0, n, body, (solver.init(model, 0.0, dt)[0], jnp.array(True)))
+    return y.q[0], ok
+
+
+def test_alpha_order_two_through_gimbal_lock(top_accurate):
+    """The Cardan-angle top through gimbal lock: fitted slope 2 against DOP853."""
+    chart = EulerAngles("xyz")
+    model, solver = top_model(chart), LGTGeneralizedAlpha(RHO_INF)
+    hs = [4e-3, 2e-3, 1e-3, 5e-4]
+    errors = []
+    for h in hs:
+        q, ok = final_alpha(model, solver, jnp.asarray(h), jnp.asarray(round(H_TOP * N_TOP / h)))
+        assert bool(ok)
+        errors.append(float(jnp.max(jnp.abs(chart.to_rotation(q) - top_accurate[-1]))))
+    slope = fitted_order(hs, errors)
+    assert 1.85 < slope < 2.3, (slope, errors)
+
+
+def test_alpha_order_two_free_body(free_reference):
+    """Free body in Cardan angles (SO(3)xR3 local group, translation too): fitted slope 2."""
+    chart = EulerAngles("zyx")
+    model, solver = free_model(chart), LGTGeneralizedAlpha(0.9)
+    errors = []
+    for h in STEPS:
+        q, ok = final_alpha(model, solver, jnp.asarray(h), jnp.asarray(round(T_END / h)))
+        assert bool(ok)
+        errors.append(pose_error(chart, q, free_reference))
+    slope = fitted_order(STEPS, errors)
+    assert 1.85 < slope < 2.3, (slope, errors)
+
+
+def test_alpha_newton_failure_reported():
+    """A step the Newton iteration cannot finish in one iteration reports newton_failed."""
+    chart = EulerAngles("xyz")
+    _, results, iterations = run_alpha(top_model(chart), LGTGeneralizedAlpha(RHO_INF, max_iterations=1), H_TOP, 2)
+    assert np.all(np.asarray(results) == RESULTS.newton_failed._value)
+    assert np.all(np.asarray(iterations) == 1)
+    with pytest.raises(ValueError, match="rho_inf"):
+        LGTGeneralizedAlpha(1.5)
+    with pytest.raises(ValueError, match="AbsoluteModel"):
+        LGTGeneralizedAlpha().init(object(), 0.0, 0.1)
+
+
+# -- simulate() on absolute-coordinate models --------------------------------------------------
+
+
+def test_simulate_lgt_rk_equals_integrate_with_saveat():
+    """simulate(absolute model, LGTRungeKutta, SaveAt(ts)) equals the fixed-step integrate()."""
+    chart = EulerAngles("xyz")
+    model = top_model(chart)
+    _, q, V = run_lgt(model, LGTRungeKutta())
+    index = np.array([0, 1, 37, 50, 99, 100])
+    sol = simulate(model, LGTRungeKutta(), 0.0, H_TOP * N_TOP, H_TOP, saveat=SaveAt(ts=H_TOP * jnp.asarray(index)))
+    np.testing.assert_allclose(sol.ts, H_TOP * index, rtol=1e-14)
+    np.testing.assert_allclose(sol.rotation[:, 0], chart.to_rotation(q[index, 0]), atol=1e-13)
+    np.testing.assert_allclose(sol.angular_velocity[:, 0], V[index, 0], rtol=1e-13, atol=1e-10)
+    np.testing.assert_allclose(sol.position, 0.0)
+
+
+def test_simulate_alpha_equals_direct_steps():
+    """simulate drives LGTGeneralizedAlpha exactly as the direct step loop does; the observed
+    pose and velocity are the free body's (position = r, world velocity = r_dot)."""
+    chart = EulerParameters()
+    model, solver = free_model(chart), LGTGeneralizedAlpha(0.9)
+    q, _, _ = run_alpha(model, solver, 0.05, 20)
+    sol = simulate(model, solver, 0.0, 1.0, 0.05, saveat=SaveAt(t0=True, t1=True), n_steps=20)
+    np.testing.assert_allclose(sol.position[-1, 0], q[-1, 0, :3], atol=1e-13)
+    np.testing.assert_allclose(sol.rotation[-1, 0], chart.to_rotation(q[-1, 0, 3:]), atol=1e-13)
+    np.testing.assert_allclose(sol.velocity[0, 0], V0[:3])
+    assert int(sol.stats.newton_iterations) >= 20
+
+
+def test_simulate_adaptive_dopri5_through_lgt(free_reference):
+    """simulate with LGTRungeKutta(DOPRI5) and a PID controller reaches the tolerance."""
+    chart = EulerAngles("zyx")
+    model = free_model(chart)
+    solver = LGTRungeKutta(DOPRI5, method_order=5)
+    errors, steps = [], []
+    for tol in (1e-6, 1e-9):
+        sol = simulate(model, solver, 0.0, T_END, 0.01, stepsize_controller=PIDController(rtol=tol, atol=tol))
+        q = jnp.concatenate([sol.position[-1, 0], chart.from_rotation(sol.rotation[-1, 0])])
+        errors.append(pose_error(chart, q, free_reference))
+        steps.append(int(sol.stats.steps))
+    assert errors[1] < 1e-7 and errors[1] < 1e-2 * errors[0], errors
+    assert steps[0] < steps[1] < 400, steps

@@ -6,7 +6,8 @@ coordinates to rotations and back, gives ``H`` (``omega_body = H theta_dot``) an
 ``lgt(q, X)`` for SO(3), SO(3)xR3 (= Sp(1)xR3) and SE(3) with exp or Cayley local coordinates.
 
 Integration of models written in these coordinates: :class:`AbsoluteModel` with
-:class:`LGTRungeKutta` (Lie-group Runge-Kutta through the LGT, for :func:`difflie.simulate`), or
+:class:`LGTRungeKutta` (Lie-group Runge-Kutta through the LGT) or :class:`LGTGeneralizedAlpha`
+(Lie-group generalized-alpha through the LGT), both for :func:`difflie.simulate`, or
 :class:`LGTSolver` around any one-step ``diffrax`` solver (imported on first use).
 """
 
@@ -14,6 +15,7 @@ from .absolute_model import AbsoluteModel as AbsoluteModel
 from .chart import AbstractChart as AbstractChart
 from .euler_angles import EulerAngles as EulerAngles
 from .euler_parameters import EulerParameters as EulerParameters
+from .lgt_alpha import LGTAlphaState as LGTAlphaState, LGTGeneralizedAlpha as LGTGeneralizedAlpha
 from .lie_rk import LGTRungeKutta as LGTRungeKutta, Tableau as Tableau, integrate as integrate
 from .local import LocalCoordinates as LocalCoordinates
 from .rodrigues import Rodrigues as Rodrigues
@@ -36,6 +38,8 @@ __all__ = [
     "AbstractChart",
     "EulerAngles",
     "EulerParameters",
+    "LGTAlphaState",
+    "LGTGeneralizedAlpha",
     "LGTRungeKutta",
     "LGTSolver",
     "LocalCoordinates",
