@@ -208,7 +208,7 @@ def free_reference():
     """DOP853 at rtol = atol = 1e-13 on (Q, r, r_dot, omega) with numpy (independent)."""
 
     def rhs(t, y):
-        Q, r, v, w = y[:4], y[4:7], y[7:10], y[10:]
+        Q, v, w = y[:4], y[7:10], y[10:]  # r = y[4:7] does not enter the forces
         R = np.asarray(_ops.quat_to_matrix(jnp.asarray(Q / np.linalg.norm(Q))))
         a, w_dot = (np.asarray(x) for x in free_force(jnp.asarray(R), jnp.asarray(w)))
         p0, p = Q[0], Q[1:]
