@@ -130,7 +130,7 @@ def _read(path: str) -> dict:
         with open(path) as fh:
             data = json.load(fh)
     except json.JSONDecodeError as err:
-        raise ModelFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise ModelFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
     if not isinstance(data, dict):
         raise ModelFileError(f"{path}: the top level must be a JSON object")
     return data
