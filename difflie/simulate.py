@@ -213,7 +213,12 @@ def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None):
     if remat:
         body = jax.checkpoint(body, prevent_cse=False)
     q, r = divmod(n, chunk)
-    head = jax.tree.map(lambda x: x[: q * chunk].reshape((q, chunk) + x.shape[1:]), xs)
+    # The r left-over steps run first, unreported, so that every report comes from inside the
+    # outer loop, in order, the last one at the final step.
+    ys_head = None
+    if r:
+        carry, ys_head = jax.lax.scan(body, carry, jax.tree.map(lambda x: x[:r], xs))
+    rest = jax.tree.map(lambda x: x[r:].reshape((q, chunk) + x.shape[1:]), xs)
 
     def outer(c, x):
         c, y = jax.lax.scan(body, c, x)
@@ -221,14 +226,10 @@ def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None):
             report(c, x)
         return c, y
 
-    carry, ys = jax.lax.scan(jax.checkpoint(outer) if remat else outer, carry, head)
+    carry, ys = jax.lax.scan(jax.checkpoint(outer) if remat else outer, carry, rest)
     ys = jax.tree.map(lambda y: y.reshape((q * chunk,) + y.shape[2:]), ys)
-    if r:
-        tail = jax.tree.map(lambda x: x[q * chunk :], xs)
-        carry, ys_tail = jax.lax.scan(body, carry, tail)
-        if report is not None:
-            report(carry, tail)
-        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, ys_tail)
+    if ys_head is not None:
+        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys_head, ys)
     return carry, ys
 
 
@@ -255,7 +256,8 @@ def _reporter(progress, t1, n: int):
         # The barrier ties the time to the carry, so the call waits for the chunk's steps.
         t, _ = jax.lax.optimization_barrier((ends[-1], carry))
         due = ((k[-1] + 1) // every > k[0] // every) | (k[-1] == n - 1)
-        jax.lax.cond(due, lambda: jax.debug.callback(progress, t, t1, ordered=True), lambda: None)
+        # Unordered: the outer loop runs the chunks, hence the calls, in order.
+        jax.lax.cond(due, lambda: jax.debug.callback(progress, t, t1), lambda: None)
 
     return report
 
@@ -504,7 +506,8 @@ def simulate(
     run returns normally: ``Solution.stats`` holds the first failed step (index, time, Newton
     iterations and residual) and ``Solution.failure_message()`` says it in one line.
     ``progress``: ``True`` prints a bar on stderr, a callable is called as ``progress(t, t1)``
-    (host callback, ``jax.debug.callback``) after every chunk of about ``sqrt(n)`` fixed steps, or
+    (host callback, ``jax.debug.callback``) after chunks of about ``sqrt(n)`` fixed steps (at most
+    every 2 % of the steps), or
     every ``max_steps // 100`` accepted adaptive steps, and at ``t1``. ``None`` (default) adds
     nothing to the compiled program. Under ``vmap`` it is called for each batch element; reverse
     mode calls it again while recomputing the forward pass.
