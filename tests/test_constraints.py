@@ -277,3 +277,11 @@ def test_re_closed_form_W_equals_the_autodiff_one():
 
     eps = jnp.asarray(RNG.uniform(-3, 3, size=(4, 3)))
     np.testing.assert_allclose(RE().W(eps), AbstractFormulation.W(RE(), eps), atol=1e-14)
+
+
+def test_joint_dtype_follows_array_inputs():
+    """Unit axes written as Python numbers take the points' float32 under x64 (no promotion)."""
+    s = jnp.asarray([0.0, -1.0, 0.0], jnp.float32)
+    joints = C.spherical(0, s, C.GROUND, jnp.zeros(3, jnp.float32)) + C.revolute(0, s, s, C.GROUND, s, s)
+    cs = C.ConstraintSet(joints, 1)
+    assert {st.vectors.dtype for st in cs.stacks} == {jnp.dtype(jnp.float32)}

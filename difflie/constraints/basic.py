@@ -96,6 +96,10 @@ def _make(kind, body_i, body_j, vectors, f, name) -> BasicConstraint:
     if body_i == body_j:
         raise ValueError(f"constraint {label!r}: body_i and body_j are the same body ({body_i})")
     vecs = tuple(_vec(v, f"constraint {label!r}: {n}") for v, n in zip(vectors, VECTOR_FIELDS[kind]))
+    # Constants given as Python numbers (joints' unit axes) take the dtype of the array inputs.
+    arrays = [v for v, given in zip(vecs, vectors) if hasattr(given, "dtype")]
+    dtype = jnp.result_type(*arrays) if arrays else vecs[0].dtype
+    vecs = tuple(v.astype(dtype) for v in vecs)
     if not callable(f):
         f = jnp.asarray(f)
         if f.shape != ():
