@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
 from ..lie import _ops
+from ..solvers.base import BodyState
 from .chart import AbstractChart
 from .local import LocalCoordinates
 
@@ -105,6 +106,15 @@ class AbsoluteModel(eqx.Module):
 
     def rotation(self, q: Float[Array, "nb n"]) -> Float[Array, "nb 3 3"]:
         return self.chart.rotation(q, "SO3" if self.rotation_only else "SO3xR3")
+
+    def body_state(self, q: Float[Array, "nb n"], V: Float[Array, "nb d"]) -> BodyState:
+        """World position, rotation, COM velocity and body angular velocity at ``(q, V)``."""
+        R = self.rotation(q)
+        if self.rotation_only:
+            zero = jnp.zeros(q.shape[:-1] + (3,), q.dtype)
+            return BodyState(position=zero, rotation=R, velocity=zero, angular_velocity=V)
+        velocity = world_velocity(R, V, self.velocity)
+        return BodyState(position=q[..., :3], rotation=R, velocity=velocity, angular_velocity=V[..., 3:])
 
     def q_dot(self, q: Float[Array, "nb n"], V: Float[Array, "nb d"]) -> Float[Array, "nb n"]:
         """The classical kinematics (14), ``q_dot = H(q)^-1 V``: singular where the chart is."""

@@ -27,7 +27,7 @@ from jaxtyping import Array, Float
 
 from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
 from ..solvers.generalized_alpha import alpha_coefficients
-from .absolute_model import AbsoluteModel, world_velocity
+from .absolute_model import AbsoluteModel
 
 
 class LGTAlphaState(eqx.Module):
@@ -161,14 +161,7 @@ class LGTGeneralizedAlpha(AbstractSolver):
         return y1, None, solver_state, stats, result
 
     def observe(self, model, y: LGTAlphaState) -> BodyState:
-        q, V = y.q, y.V
-        R = model.rotation(q)
-        if model.rotation_only:
-            zero = jnp.zeros(q.shape[:-1] + (3,), q.dtype)
-            return BodyState(position=zero, rotation=R, velocity=zero, angular_velocity=V)
-        return BodyState(
-            position=q[..., :3], rotation=R, velocity=world_velocity(R, V, model.velocity), angular_velocity=V[..., 3:]
-        )
+        return model.body_state(y.q, y.V)
 
 
 def _no_grad(tree):

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
-from .absolute_model import AbsoluteModel, group_velocity, world_velocity
+from .absolute_model import AbsoluteModel, group_velocity
 from .local import LocalCoordinates
 
 
@@ -159,14 +159,7 @@ class LGTRungeKutta(AbstractSolver):
         return jnp.sqrt(jnp.mean(jnp.concatenate(parts, axis=-1) ** 2))
 
     def observe(self, model, y) -> BodyState:
-        q, V = y
-        R = model.rotation(q)
-        if model.rotation_only:
-            zero = jnp.zeros(q.shape[:-1] + (3,), q.dtype)
-            return BodyState(position=zero, rotation=R, velocity=zero, angular_velocity=V)
-        return BodyState(
-            position=q[..., :3], rotation=R, velocity=world_velocity(R, V, model.velocity), angular_velocity=V[..., 3:]
-        )
+        return model.body_state(*y)
 
 
 def _combine(h, coefficients, ks, zero):
