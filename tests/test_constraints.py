@@ -285,3 +285,29 @@ def test_joint_dtype_follows_array_inputs():
     joints = C.spherical(0, s, C.GROUND, jnp.zeros(3, jnp.float32)) + C.revolute(0, s, s, C.GROUND, s, s)
     cs = C.ConstraintSet(joints, 1)
     assert {st.vectors.dtype for st in cs.stacks} == {jnp.dtype(jnp.float32)}
+
+
+def test_re_reframe_changes_the_chart_not_the_motion():
+    """Near theta = 0 the re chart is re-centred: same A, omega_bar and omega_bar_dot, theta = pi/2;
+    bodies away from the singularity keep their coordinates."""
+    form = RE()
+    eps = jnp.asarray([[0.4, 0.03, -1.1], [0.2, 1.0, 0.5], [1.3, np.pi - 0.05, 2.0]])
+    rot = form.from_rotation(form.rotation(eps))
+    assert rot.shape == (3, 12)
+    np.testing.assert_allclose(rot[1, :3], eps[1], atol=1e-14)  # regular body: F = I, same angles
+    np.testing.assert_allclose(rot[[0, 2], 1], np.pi / 2, atol=1e-14)  # singular ones start centred
+    rot = jnp.concatenate([eps, jnp.tile(jnp.eye(3).reshape(1, 9), (3, 1))], -1)
+    rate, rate_dot = jnp.asarray(RNG.normal(size=(3, 3))), jnp.asarray(RNG.normal(size=(3, 3)))
+    new, new_rate, new_rate_dot = form.reframe(rot, rate, rate_dot)
+    np.testing.assert_allclose(form.rotation(new), form.rotation(rot), atol=1e-14)
+    np.testing.assert_allclose(form.omega(new, new_rate), form.omega(rot, rate), atol=1e-12)
+    np.testing.assert_allclose(
+        form.omega_dot(new, new_rate, new_rate_dot), form.omega_dot(rot, rate, rate_dot), atol=1e-10
+    )
+    np.testing.assert_allclose(new[:, 1], [np.pi / 2, 1.0, np.pi / 2], atol=1e-14)
+    np.testing.assert_array_equal(new[1], rot[1])
+    # the re-centred chart moves like the old one: retract(x) = A exp(W x) to first order
+    x = 1e-6 * jnp.asarray(RNG.normal(size=(3, 3)))
+    dA = form.rotation(form.retract(new, x)) - form.rotation(new)
+    expected = jnp.einsum("bij,bjk->bik", form.rotation(new), hat(jnp.einsum("bij,bj->bi", form.W(new), x)))
+    np.testing.assert_allclose(dA, expected, atol=1e-11)

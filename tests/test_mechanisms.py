@@ -149,15 +149,13 @@ def test_single_pendulum_table9(formulation):
 ORDER_HS = (4e-3, 2e-3, 1e-3)
 # ZXZ Euler angles are singular at theta = 0, pi: the four link's "rotated" pose keeps every body
 # at theta = pi/2, but the slider crank's crank turns about global x with body z normal to it, so
-# its theta passes 0 every half period. Kinematics copes (Table 9 count 4.80), BackwardEuler in re
-# does not: Newton fails near t = 0.25 s for h = 2e-3 (the seed's C2 code re-frames the body there,
-# difflie's re formulation does not).
-_RE_SINGULAR = pytest.mark.xfail(raises=eqx.EquinoxRuntimeError, strict=True, reason="ZXZ singularity")
+# its theta passes 0 every half period. Without re-framing, Newton failed near t = 0.25 s
+# (h = 2e-3); the re formulation re-centres such a body's chart between steps (RE.reframe).
 ORDER_CASES = [
     pytest.param(
         name,
         f,
-        marks=(SLOW, _RE_SINGULAR) if (name, f) == ("slider_crank", "re") else SLOW,  # 3 compiles each
+        marks=SLOW,  # 3 compiles each
         id=f"{name}-{f}",
     )
     for name in ("slider_crank", "four_link")

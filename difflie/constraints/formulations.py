@@ -4,11 +4,12 @@ A formulation says how a body's attitude is stored (``rot``) and how it changes:
 
     rA: rot = A (3x3),        increment x (3,):  A <- A exp(hat(x)),   omega_bar = x_dot
     rp: rot = p (4, wxyz),    increment x (4,):  p <- p + x,           omega_bar = 2 G(p) p_dot
-    re: rot = (phi, theta, psi) ZXZ angles,     eps <- eps + x,        omega_bar = Bbar(eps) eps_dot
+    re: rot = (phi, theta, psi) ZXZ angles in a body frame F (re-framed near theta = 0, pi),
+                                               eps <- eps + x,        omega_bar = Bbar(eps) eps_dot
 
 ``A(p) = (e0^2 - e.e) I + 2 e e^T + 2 e0 hat(e)`` (not normalised: for rp the normalisation
 ``(p.p - 1)/2 = 0`` is an extra constraint row per body, with its own multiplier), and
-``A(eps) = Rz(phi) Rx(theta) Rz(psi)``. In every formulation ``omega_bar = W(rot) rot_dot``
+``A(eps) = F Rz(phi) Rx(theta) Rz(psi)``. In every formulation ``omega_bar = W(rot) rot_dot``
 with ``W = I`` (rA), ``2 G(p)`` (rp), ``Bbar(eps)`` (re); ``W`` of re is taken by autodiff
 (``hat(omega_bar) = A^T A_dot``).
 
@@ -88,7 +89,12 @@ class AbstractFormulation(eqx.Module):
 
     def omega_dot(self, rot: Array, rate: Array, rate_dot: Array) -> Float[Array, "nb 3"]:
         """Body angular acceleration ``W rate_dot + W_dot rate`` (rot moves with ``rate``)."""
-        return jax.jvp(self.omega, (rot, rate), (rate, rate_dot))[1]
+
+        def omega(s):
+            return self.omega(self.retract(rot, s * rate), rate + s * rate_dot)
+
+        s0 = jnp.zeros((), rate.dtype)
+        return jax.jvp(omega, (s0,), (jnp.ones_like(s0),))[1]
 
     def rate(self, rot: Array, omega: Float[Array, "nb 3"]) -> Float[Array, "nb d"]:
         """Coordinate rates of a body angular velocity (the minimum-norm ones for rp)."""
@@ -98,6 +104,10 @@ class AbstractFormulation(eqx.Module):
     def norm_rows(self, rot: Array) -> Float[Array, " k"]:
         """Extra constraint rows of the formulation (empty unless rp)."""
         return jnp.zeros((0,), rot.dtype)
+
+    def reframe(self, rot: Array, rate: Array, rate_dot: Array) -> tuple[Array, Array, Array]:
+        """Change of chart between steps, same attitude and motion (only re has one)."""
+        return rot, rate, rate_dot
 
 
 class RA(AbstractFormulation):
@@ -177,13 +187,32 @@ def _rx(a):
 
 
 class RE(AbstractFormulation):
-    """ZXZ Euler angles ``(phi, theta, psi)``; singular at ``theta = 0, pi``."""
+    """ZXZ Euler angles ``(phi, theta, psi)`` in a body-fixed reference frame ``F``.
+
+    ``A = F Rz(phi) Rx(theta) Rz(psi)``; the stored attitude is ``(eps, vec F)`` (12 numbers per
+    body; a bare ``eps`` means ``F = I``). The angles are singular at ``theta = 0, pi``; where
+    ``|sin theta| < sin(reframe_angle)`` :meth:`reframe` moves the body's chart (not the body):
+    ``F <- A A(eps_c)^T`` and ``eps <- eps_c = (0, pi/2, 0)``, the rates re-expressed for the
+    same ``omega_bar``. This is seed 003's C2 re-framing done consistently: ``A``, ``s_bar`` and
+    ``J_bar`` stay as they are (C2 rotates ``A`` and ``s_bar`` but not ``J_bar``).
+    """
 
     name = "re"
     dim = 3
+    reframe_angle: ClassVar[float] = 0.1
 
-    def rotation(self, eps):
+    @staticmethod
+    def _euler(eps):
         return _mm(_mm(_rz(eps[..., 0]), _rx(eps[..., 1])), _rz(eps[..., 2]))
+
+    def rotation(self, rot):
+        A = self._euler(rot)
+        if rot.shape[-1] == 3:
+            return A
+        return _mm(rot[..., 3:].reshape(rot.shape[:-1] + (3, 3)), A)
+
+    def retract(self, rot, x):
+        return jnp.concatenate([rot[..., :3] + x, rot[..., 3:]], -1)
 
     def W(self, eps):
         """``omega_bar = W eps_dot``: rows ``(s_th s_psi, c_psi, 0)``, ``(s_th c_psi, -s_psi, 0)``,
@@ -193,14 +222,39 @@ class RE(AbstractFormulation):
         z, o = jnp.zeros_like(th), jnp.ones_like(th)
         return jnp.stack([jnp.stack([st * sp, cp, z], -1), jnp.stack([st * cp, -sp, z], -1), jnp.stack([ct, z, o], -1)], -2)
 
+    def _singular(self, eps):
+        return jnp.abs(jnp.sin(eps[..., 1])) < jnp.sin(self.reframe_angle)
+
+    def _centred(self, R):
+        """``(eps_c, vec(R A(eps_c)^T))``: the chart centred on ``R``."""
+        eps_c = jnp.broadcast_to(jnp.asarray([0.0, 0.5 * jnp.pi, 0.0], R.dtype), R.shape[:-2] + (3,))
+        F = _mm(R, jnp.swapaxes(self._euler(eps_c), -1, -2))
+        return jnp.concatenate([eps_c, F.reshape(R.shape[:-2] + (9,))], -1)
+
     def from_rotation(self, R):
+        """ZXZ angles of ``R`` with ``F = I``, or the centred chart where those are singular."""
         theta = jnp.arccos(jnp.clip(R[..., 2, 2], -1.0, 1.0))
         phi = jnp.arctan2(R[..., 0, 2], -R[..., 1, 2])
         psi = jnp.arctan2(R[..., 2, 0], R[..., 2, 1])
-        return jnp.stack([phi, theta, psi], -1)
+        eps = jnp.stack([phi, theta, psi], -1)
+        eye = jnp.broadcast_to(jnp.eye(3, dtype=R.dtype).reshape(9), R.shape[:-2] + (9,))
+        plain = jnp.concatenate([eps, eye], -1)
+        return jnp.where(self._singular(eps)[..., None], self._centred(R), plain)
 
     def rate(self, eps, omega):
         return jnp.linalg.solve(self.W(eps), omega[..., None])[..., 0]
+
+    def reframe(self, rot, rate, rate_dot):
+        """Re-centre the chart of the bodies near ``theta = 0, pi`` (same ``A``, ``omega_bar``,
+        ``omega_bar_dot``); the others are returned unchanged."""
+        if rot.shape[-1] == 3:
+            rot = jnp.concatenate([rot, jnp.broadcast_to(jnp.eye(3, dtype=rot.dtype).reshape(9), rot.shape[:-1] + (9,))], -1)
+        new = self._centred(self.rotation(rot))
+        new_rate = self.rate(new, self.omega(rot, rate))
+        bias = self.omega_dot(new, new_rate, jnp.zeros_like(new_rate))
+        new_rate_dot = self.rate(new, self.omega_dot(rot, rate, rate_dot) - bias)
+        move = self._singular(rot)[..., None]
+        return jnp.where(move, new, rot), jnp.where(move, new_rate, rate), jnp.where(move, new_rate_dot, rate_dot)
 
 
 FORMULATIONS: dict[str, AbstractFormulation] = {"rA": RA(), "rp": RP(), "re": RE()}

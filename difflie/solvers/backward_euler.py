@@ -42,7 +42,7 @@ class BackwardEulerState(eqx.Module):
     """``(r, rot)`` configuration, rates, last accelerations and multipliers."""
 
     position: Float[Array, "nb 3"]  # world COM
-    rot: Array  # formulation attitude: A (nb, 3, 3), p (nb, 4) or eps (nb, 3)
+    rot: Array  # formulation attitude: A (nb, 3, 3), p (nb, 4) or (eps, vec F) (nb, 12)
     velocity: Float[Array, "nb 3"]  # world COM velocity
     rate: Float[Array, "nb d"]  # omega_bar (rA), p_dot (rp), eps_dot (re)
     acceleration: Float[Array, " n"]  # [r_ddot, rate_dot] flattened
@@ -156,7 +156,9 @@ class BackwardEuler(AbstractSolver):
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
         rdot1, rate1 = jac.split(form, v1, nb)
         r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
-        y1 = BackwardEulerState(r1, rot1, rdot1, rate1, acc, lam)
+        rddot1, rate_dot1 = jac.split(form, acc, nb)
+        rot1, rate1, rate_dot1 = form.reframe(rot1, rate1, rate_dot1)
+        y1 = BackwardEulerState(r1, rot1, rdot1, rate1, jac.join(rddot1, rate_dot1), lam)
         finite = jnp.all(jnp.isfinite(sol.value))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
         stats = StepStats(evaluations=sol.num_steps, newton_iterations=sol.num_steps, residual=sol.correction_norm)
