@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -15,15 +16,32 @@ _LEVI_CIVITA[0, 2, 1] = _LEVI_CIVITA[2, 1, 0] = _LEVI_CIVITA[1, 0, 2] = -1.0
 
 
 def cross(a: Float[Array, "*b 3"], b: Float[Array, "*b 3"]) -> Float[Array, "*b 3"]:
-    """``a x b`` as ``sum_jk eps_ijk a_j b_k``: one fusible product-and-sum.
+    """``a x b``; same values as ``jnp.cross``, cheaper to compile and run on small arrays.
 
-    Same values as ``jnp.cross``, which slices the components; in reverse mode each slice
-    transposes to a pad, and on CPU every pad is a kernel of its own, so gradients through
-    a time step cost several times more with ``jnp.cross`` than with this form.
+    The value is the component formula (element-wise, fuses with its neighbours); the
+    derivative rule is ``da x b + a x db`` as ``sum_jk eps_ijk u_j v_k``, a product-and-sum whose
+    transpose is again one. ``jnp.cross``'s component slices transpose to one pad kernel each
+    in reverse mode, which made gradients through a time step several times dearer on CPU.
     """
-    a, b = jnp.asarray(a), jnp.asarray(b)
+    return _cross(jnp.asarray(a), jnp.asarray(b))
+
+
+@jax.custom_jvp
+def _cross(a, b):
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
+def _cross_sum(a, b):
     eps = jnp.asarray(_LEVI_CIVITA, jnp.result_type(a, b))
     return jnp.sum(eps * a[..., None, :, None] * b[..., None, None, :], axis=(-1, -2))
+
+
+@_cross.defjvp
+def _cross_jvp(primals, tangents):
+    (a, b), (da, db) = primals, tangents
+    return _cross(a, b), _cross_sum(da, b) + _cross_sum(a, db)
 
 
 def hat(w: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:

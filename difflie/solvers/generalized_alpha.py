@@ -29,6 +29,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from ..lie import cross
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 
 
@@ -138,7 +139,7 @@ def _mass_times(model, acc):
 def _forces(model, t, x, R, u, w):
     """``g = (f_world, tau_body - omega x J omega)``."""
     f, tau = model.applied_forces(t, x, R, u, w)
-    gyro = jnp.cross(w, _matvec(model.bodies.inertia, w))
+    gyro = cross(w, _matvec(model.bodies.inertia, w))
     return jnp.concatenate([f, tau - gyro], axis=-1)
 
 

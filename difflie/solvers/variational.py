@@ -43,9 +43,9 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
-from difflie.lie import SO3xR3, UnitDualQuaternion, hat
+from difflie.lie import SO3xR3, UnitDualQuaternion, cross, hat
 from difflie.solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
 
 
@@ -173,7 +173,7 @@ def spatial_momentum(pose: UnitDualQuaternion, momentum) -> Float[Array, "6"]:
     origin); conserved exactly by DQVI for a free body."""
     R, r = pose.rotation, pose.translation
     p = R @ momentum[:3]
-    return jnp.concatenate([p, R @ momentum[3:] + jnp.cross(r, p)])
+    return jnp.concatenate([p, R @ momentum[3:] + cross(r, p)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,8 +209,8 @@ def discrete_momentum_map(M: Float[Array, "6 6"], x: Float[Array, "6"]) -> Float
     psi, phi, w, s = _w_s(x)
     z = M @ x
     zb, za = z[:3], z[3:]
-    A = s * zb + jnp.cross(psi, zb) + w * za + jnp.cross(phi, za)
-    B = w * zb + jnp.cross(phi, zb)
+    A = s * zb + cross(psi, zb) + w * za + cross(phi, za)
+    B = w * zb + cross(phi, zb)
     return jnp.concatenate([B, A])
 
 
@@ -225,7 +225,7 @@ def discrete_momentum_map_jacobian(M: Float[Array, "6 6"], x: Float[Array, "6"])
     S = hat
     wS = w * eye + S(phi)
     dA_dphi = (
-        -jnp.outer(zb, psi + jnp.cross(phi, jnp.cross(phi, psi))) / w**3
+        -jnp.outer(zb, psi + cross(phi, cross(phi, psi))) / w**3
         + (s * eye + S(psi)) @ M21
         - jnp.outer(za, phi) / w
         - S(za)
@@ -328,14 +328,14 @@ class _ModelWrench(eqx.Module):
         R = pose.rotation
         omega = twist[3:]
         r = pose.act(self.com)
-        rdot = R @ (twist[:3] + jnp.cross(omega, self.com))
+        rdot = R @ (twist[:3] + cross(omega, self.com))
         force = jnp.zeros_like(r)
         torque = jnp.zeros_like(r)
         for element in self.forces:  # one element per force type
             f, tau = element(t, r[None], R[None], rdot[None], omega[None])
             force, torque = force + f[0], torque + tau[0]
         force_body = R.T @ force
-        return jnp.concatenate([force_body, torque + jnp.cross(self.com, force_body)])
+        return jnp.concatenate([force_body, torque + cross(self.com, force_body)])
 
 
 def as_free_body(model) -> FreeBody:
@@ -354,7 +354,7 @@ def as_free_body(model) -> FreeBody:
     m, c, R0 = b.mass[0], b.com[0], model.R0[0]
     omega0 = model.omega0[0]
     pinned = model.fixed_origin[0]
-    v_ref = jnp.zeros_like(c) if pinned else R0.T @ model.v0[0] - jnp.cross(omega0, c)
+    v_ref = jnp.zeros_like(c) if pinned else R0.T @ model.v0[0] - cross(omega0, c)
     return FreeBody(
         spatial_inertia(m, b.inertia[0], c),
         c,
@@ -382,7 +382,7 @@ def _rotation_map(J, phi):
     """Rotational part of :func:`discrete_momentum_map` at ``Psi = 0``: ``(w I + S(Phi)) J Phi``."""
     w = jnp.sqrt(1.0 - jnp.dot(phi, phi))
     z = J @ phi
-    return w * z + jnp.cross(phi, z)
+    return w * z + cross(phi, z)
 
 
 def _rotation_map_jacobian(J, phi):
@@ -481,7 +481,7 @@ class DQVI(_AbstractVariational):
         body = as_free_body(model)
         chi = self.twist(model, y)
         R = y.pose.rotation
-        v = R @ (chi[:3] + jnp.cross(chi[3:], body.com))
+        v = R @ (chi[:3] + cross(chi[3:], body.com))
         return BodyState(y.pose.act(body.com)[None], R[None], v[None], chi[3:][None])
 
     def energy(self, model, t, y: VariationalState) -> Float[Array, ""]:
@@ -528,7 +528,7 @@ class SO3xR3Variational(_AbstractVariational):
         if body.pinned:
             ref, v_ref = pose.translation, jnp.zeros_like(omega)
         else:
-            ref, v_ref = pose.translation - R @ c, R.T @ momentum[:3] / m - jnp.cross(omega, c)
+            ref, v_ref = pose.translation - R @ c, R.T @ momentum[:3] / m - cross(omega, c)
         return UnitDualQuaternion.from_rotation_translation(R, ref), jnp.concatenate([v_ref, omega])
 
     def _wrench(self, body, t, pose: SO3xR3, momentum):
@@ -538,7 +538,7 @@ class SO3xR3Variational(_AbstractVariational):
         f = tau[:3]
         if body.pinned:
             return jnp.concatenate([jnp.zeros_like(f), tau[3:]])
-        return jnp.concatenate([pose.rotation @ f, tau[3:] - jnp.cross(body.com, f)])
+        return jnp.concatenate([pose.rotation @ f, tau[3:] - cross(body.com, f)])
 
     def init(self, model, t0, dt0):
         body = as_free_body(model)
@@ -548,7 +548,7 @@ class SO3xR3Variational(_AbstractVariational):
         if body.pinned:
             pose, p = SO3xR3(R, r_ref), jnp.zeros_like(v)
         else:
-            pose, p = SO3xR3(R, r_ref + R @ c), m * (R @ (v + jnp.cross(omega, c)))
+            pose, p = SO3xR3(R, r_ref + R @ c), m * (R @ (v + cross(omega, c)))
         mu = jnp.concatenate([p, J @ omega])
         tau = self._wrench(body, t0, pose, mu)
         if self.initial_momentum == "paper":
@@ -567,7 +567,7 @@ class SO3xR3Variational(_AbstractVariational):
         p_half = p + 0.5 * h * tau0[:3]
         x1 = y0.pose.translation if body.pinned else y0.pose.translation + h * p_half / m
         pose1 = SO3xR3(y0.pose.rotation @ F, x1)
-        mu_minus = jnp.concatenate([p_half, (2.0 / h) * (w * (J @ phi) - jnp.cross(phi, J @ phi))])
+        mu_minus = jnp.concatenate([p_half, (2.0 / h) * (w * (J @ phi) - cross(phi, J @ phi))])
         tau1 = self._wrench(body, t1, pose1, mu_minus)
         y1 = VariationalState(pose1, mu_minus + 0.5 * h * tau1)
         stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations)
@@ -579,7 +579,7 @@ class SO3xR3Variational(_AbstractVariational):
         R = y.pose.rotation
         omega = jnp.linalg.solve(J, y.momentum[3:])
         if body.pinned:
-            x, v = y.pose.translation + R @ c, R @ jnp.cross(omega, c)
+            x, v = y.pose.translation + R @ c, R @ cross(omega, c)
         else:
             x, v = y.pose.translation, y.momentum[:3] / m
         return BodyState(x[None], R[None], v[None], omega[None])
@@ -597,4 +597,4 @@ class SO3xR3Variational(_AbstractVariational):
         """World-frame ``(linear momentum, angular momentum about the world origin)``."""
         del model
         p = y.momentum[:3]
-        return jnp.concatenate([p, y.pose.rotation @ y.momentum[3:] + jnp.cross(y.pose.translation, p)])
+        return jnp.concatenate([p, y.pose.rotation @ y.momentum[3:] + cross(y.pose.translation, p)])
