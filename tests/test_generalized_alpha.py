@@ -281,3 +281,14 @@ def test_float32_smoke():
     env = {"JAX_ENABLE_X64": "0", "PATH": "", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_float32_inputs_stay_float32_under_x64():
+    """A float32 model runs in float32 with x64 on (no promotion by library constants: found by
+    the GPU benchmark, where a float64 constraint constant broke the Newton loop's carry)."""
+    f32 = jnp.float32
+    model = heavy_top_spherical(mass=f32(15.0), inertia=jnp.diag(jnp.asarray([0.234375, 0.46875, 0.234375], f32)),
+                                omega0=jnp.asarray([0.0, 150.0, -4.61538], f32))  # fmt: skip
+    with jax.numpy_dtype_promotion("strict"):
+        sol = simulate(model, GeneralizedAlpha(), 0.0, 3e-3, 1e-3)
+    assert sol.position.dtype == f32 and sol.rotation.dtype == f32
