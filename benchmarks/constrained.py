@@ -3,19 +3,27 @@
 Seconds of wall time per simulated second at h = 1e-3 for the single pendulum, double pendulum,
 four link and slider crank in the rA, rp and re formulations (dynamics, index 3), compiled, warm,
 ``block_until_ready``, median of repeats, with mean Newton iterations per step. Beside them: the
-paper's Table 10 speed-ups relative to rp, and the paper's public Python codes (C1, C2) as
-measured on this machine class in the seed-003 digest (section 5.5: they need numpy < 2, so they
-cannot run in this environment; C2 single pendulum rA 0.909 s/s, rp 2.119 s/s, re 1.41 s/s at
-Theta = 1e-3).
+paper's Table 10 speed-ups relative to rp, and the paper's public Python code C2.
+
+C2 runs in the same script when given (``--c2``): it is the folder ``2021/ASME/rA-formulation/C2``
+of the public repository uwsbel/sbel-reproducibility (not part of this project) and needs its own
+environment with numpy < 2, e.g. ``python -m venv c2env && c2env/bin/pip install numpy==1.24.4
+scipy==1.10.1 sympy==1.12 matplotlib==3.7.5``; ``--c2-python c2env/bin/python``. C2 times itself
+(``time_<model>``: CPU seconds of its step loop, dynamics, its default tolerances). Without
+``--c2`` the digest's figures for C2 on this machine class are printed instead (seed 003 section
+5.5: single pendulum rA 0.909 s/s, rp 2.119 s/s, re 1.41 s/s).
 
     python benchmarks/constrained.py [--repeats 5] [--t1 3] [--theta 1e-3] [--quick]
+        [--c2 PATH/C2 --c2-python PATH/python] [--models "single pendulum,four link"]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import json
 import platform
+import subprocess
 import time
 
 import jax
@@ -45,6 +53,28 @@ PAPER = {
 C2_SINGLE = {"rA": 0.909, "rp": 2.119, "re": 1.41}
 
 
+C2_MODULES = {
+    "single pendulum": "single_pendulum",
+    "double pendulum": "double_pendulum",
+    "four link": "four_link",
+    "slider crank": "slider_crank",
+}
+C2_FORMS = {"rA": "rA", "rp": "rp", "re": "reps"}
+
+
+def c2_seconds_per_second(c2_dir, python, model, form, t1, repeats):
+    """Median CPU seconds per simulated second of C2's own timed run (a subprocess)."""
+    mod = C2_MODULES[model]
+    code = (
+        f"import sys, json, logging; logging.disable(logging.CRITICAL); sys.path.insert(0, {str(c2_dir)!r})\n"
+        f"from SimEngineMBD.example_models.{mod} import time_{mod}\n"
+        f"args = ['--form', {C2_FORMS[form]!r}, '--mode', 'dynamics', '--end_time', {str(t1)!r}]\n"
+        f"print(json.dumps([time_{mod}(args) for _ in range({repeats})]))\n"
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, cwd=c2_dir)
+    return float(np.median(json.loads(out.stdout.strip().splitlines()[-1]))) / t1
+
+
 def timed(fn, model, repeats):
     out = jax.block_until_ready(fn(model))
     times = []
@@ -63,6 +93,9 @@ def main():
     parser.add_argument("--theta", type=float, default=None,
                         help="Newton tolerance on ||delta||; default difflie's 1e-11 / h^2")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="t1 = 0.5, 3 repeats")
+    parser.add_argument("--c2", default=None, help="the C2 folder of uwsbel/sbel-reproducibility (runs it too)")
+    parser.add_argument("--c2-python", default="python", help="a Python with numpy < 2 for C2")
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
     args = parser.parse_args()
     if args.quick:
         args.t1, args.repeats = 0.5, 3
@@ -70,11 +103,13 @@ def main():
     print(f"platform: {platform.machine()}, jax {jax.__version__}, devices {jax.devices()}, load average {load:.1f}")
     theta = "1e-11/h^2" if args.theta is None else f"{args.theta:g}"
     print(f"BackwardEuler, h = {args.dt}, t1 = {args.t1} s, Theta = {theta}, median of {args.repeats}\n")
-    print("| model | formulation | s per simulated s (median) | min | us/step | Newton it./step | rp/this | paper C1, C2 |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    c2 = args.c2 is not None
+    head = "| model | formulation | s per simulated s (median) | min | us/step | Newton it./step | rp/this | paper C1, C2 |"
+    print(head + (" C2 s/s (same run) | C2 / difflie |" if c2 else ""))
+    print("|---|---|---:|---:|---:|---:|---:|---|" + ("---:|---:|" if c2 else ""))
     results = {}
-    for name, build in MODELS.items():
-        model = build()
+    for name in args.models.split(","):
+        model = MODELS[name]()
         row = {}
         for form in FORMULATIONS:
             solver = dl.BackwardEuler(formulation=form, tol=args.theta)
@@ -84,18 +119,21 @@ def main():
                 return sol.position[-1], sol.stats.newton_iterations, sol.stats.steps
 
             med, best, (_, iters, steps) = timed(jax.jit(run), model, args.repeats)
-            row[form] = (med / args.t1, best / args.t1, med / int(steps) * 1e6, int(iters) / int(steps))
+            peer = c2_seconds_per_second(args.c2, args.c2_python, name, form, args.t1, args.repeats) if c2 else None
+            row[form] = (med / args.t1, best / args.t1, med / int(steps) * 1e6, int(iters) / int(steps), peer)
         results[name] = row
         for form in FORMULATIONS:
-            s, smin, us, it = row[form]
+            s, smin, us, it, peer = row[form]
             ratio = row["rp"][0] / s
             paper = PAPER[name]
             ref = {"rA": f"{paper[0][0]}, {paper[1][0]}", "re": f"{paper[0][1]}, {paper[1][1]}", "rp": "1, 1"}[form]
-            print(f"| {name} | {form} | {s:.4f} | {smin:.4f} | {us:.1f} | {it:.2f} | {ratio:.2f} | {ref} |")
-    print("\nAgainst the paper's C2 code (single pendulum, digest section 5.5, same machine class):")
-    for form in FORMULATIONS:
-        s = results["single pendulum"][form][0]
-        print(f"  {form}: C2 {C2_SINGLE[form]:.3f} s/s, difflie {s:.4f} s/s: {C2_SINGLE[form] / s:.0f}x faster")
+            line = f"| {name} | {form} | {s:.4f} | {smin:.4f} | {us:.1f} | {it:.2f} | {ratio:.2f} | {ref} |"
+            print(line + (f" {peer:.3f} | {peer / s:.0f}x |" if c2 else ""), flush=True)
+    if not c2 and "single pendulum" in results:
+        print("\nAgainst the paper's C2 code (single pendulum, digest section 5.5, same machine class):")
+        for form in FORMULATIONS:
+            s = results["single pendulum"][form][0]
+            print(f"  {form}: C2 {C2_SINGLE[form]:.3f} s/s, difflie {s:.4f} s/s: {C2_SINGLE[form] / s:.0f}x faster")
 
 
 if __name__ == "__main__":

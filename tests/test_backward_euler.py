@@ -3,7 +3,6 @@ against its closed form: COM (0, L sin phi, -L cos phi), phi(t) = (pi/4) cos 2t,
 
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

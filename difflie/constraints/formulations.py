@@ -242,7 +242,12 @@ class RE(AbstractFormulation):
         return jnp.where(self._singular(eps)[..., None], self._centred(R), plain)
 
     def rate(self, eps, omega):
-        return jnp.linalg.solve(self.W(eps), omega[..., None])[..., 0]
+        """``W^{-1} omega``: ``phi_dot = (w_x s_psi + w_y c_psi) / s_th``, ``theta_dot = w_x c_psi -
+        w_y s_psi``, ``psi_dot = w_z - c_th phi_dot`` (closed form, no linear solve)."""
+        th, psi = eps[..., 1], eps[..., 2]
+        st, ct, sp, cp = jnp.sin(th), jnp.cos(th), jnp.sin(psi), jnp.cos(psi)
+        phi_dot = (omega[..., 0] * sp + omega[..., 1] * cp) / st
+        return jnp.stack([phi_dot, omega[..., 0] * cp - omega[..., 1] * sp, omega[..., 2] - ct * phi_dot], -1)
 
     def reframe(self, rot, rate, rate_dot):
         """Re-centre the chart of the bodies near ``theta = 0, pi`` (same ``A``, ``omega_bar``,

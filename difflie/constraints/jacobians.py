@@ -85,6 +85,11 @@ def gamma(constraints, com, form, t, r, rot, qdot: Float[Array, " n"]) -> Float[
 
 def reaction(constraints, com, form, t, r, rot, lam: Float[Array, " m"]) -> Float[Array, " n"]:
     """``G^T lam`` (generalised constraint forces, sign as in ``M q_ddot + G^T lam = Q``)."""
+    return psi_and_reaction(constraints, com, form, t, r, rot, lam)[1]
+
+
+def psi_and_reaction(constraints, com, form, t, r, rot, lam: Float[Array, " m"]):
+    """``Psi`` and ``G^T lam`` from one reverse-mode pass (``Psi`` is its primal at ``x = 0``)."""
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
-    _, vjp = jax.vjp(lambda x: psi_local(constraints, com, form, t, r, rot, x), x0)
-    return vjp(lam)[0]
+    value, vjp = jax.vjp(lambda x: psi_local(constraints, com, form, t, r, rot, x), x0)
+    return value, vjp(lam)[0]

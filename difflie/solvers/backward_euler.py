@@ -140,9 +140,9 @@ class BackwardEuler(AbstractSolver):
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
         rdot1, rate1 = jac.split(form, v1, nb)
         r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
-        dyn = _dynamics(model, form, t1, r1, rot1, rdot1, rate1, acc)
-        dyn = dyn + jac.reaction(cons, com, form, t1, r1, rot1, lam)
-        return jnp.concatenate([dyn, jac.psi(cons, com, form, t1, r1, rot1) / h**2])
+        psi, reaction = jac.psi_and_reaction(cons, com, form, t1, r1, rot1, lam)
+        dyn = _dynamics(model, form, t1, r1, rot1, rdot1, rate1, acc) + reaction
+        return jnp.concatenate([dyn, psi / h**2])
 
     def step(self, model, t0, t1, y0: BackwardEulerState, solver_state):
         form = self.form

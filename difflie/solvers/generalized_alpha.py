@@ -25,11 +25,11 @@ from typing import Any, ClassVar, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ..lie import cross
+from . import linear
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 
 
@@ -59,10 +59,10 @@ class GeneralizedAlphaState(eqx.Module):
 
 
 class IterationMatrix(eqx.Module):
-    """LU factors of the (scaled) iteration matrix, kept across steps by modified Newton."""
+    """Factors of the (scaled) iteration matrix (:func:`difflie.solvers.linear.factor`), kept
+    across steps by modified Newton."""
 
-    lu: Float[Array, "n n"]
-    pivots: Int[Array, " n"]
+    factors: tuple[Float[Array, "n n"], Float[Array, "n n"]]
     valid: Bool[Array, ""]
     dt: Float[Array, ""]  # step size the matrix was built for
     updates: Int[Array, ""]  # number of factorisations so far (diagnostic)
@@ -173,7 +173,7 @@ def _no_grad(tree):
 
 
 def _tangent_solve(g, y):
-    return jnp.linalg.solve(jax.jacfwd(g)(y), y)
+    return linear.solve(jax.jacfwd(g)(y), y)
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,13 +252,12 @@ class GeneralizedAlpha(AbstractSolver):
         kkt = jnp.block([[M, B.T], [B, jnp.zeros((m, m), x.dtype)]])
         g = _forces(model, t0, x, R, u, w).reshape(-1)
         c = _constraint_acceleration(model, t0, x, R, v, zero)
-        z = jnp.linalg.solve(kkt, jnp.concatenate([g, -c]))
+        z = linear.solve(kkt, jnp.concatenate([g, -c]))
         vdot = z[: 6 * nb].reshape(nb, 6)
         y0 = GeneralizedAlphaState(x, R, u, w, vdot, vdot, z[6 * nb :])
         n = 6 * nb + m
         cache = IterationMatrix(
-            lu=jnp.zeros((n, n), x.dtype),
-            pivots=jnp.zeros((n,), jnp.int32),
+            factors=(jnp.zeros((n, n), x.dtype), jnp.zeros((n, n), x.dtype)),
             valid=jnp.array(False),
             dt=jnp.zeros((), x.dtype),
             updates=jnp.array(0, jnp.int32),
@@ -321,8 +320,7 @@ class GeneralizedAlpha(AbstractSolver):
         init = dict(
             x=x0,
             F=F0,
-            lu=cache.lu,
-            piv=cache.pivots,
+            factors=cache.factors,
             valid=cache.valid & same_h if self.reuse_across_steps else jnp.array(False),
             reuse=jnp.array(0, jnp.int32),
             it=jnp.array(0, jnp.int32),
@@ -336,13 +334,11 @@ class GeneralizedAlpha(AbstractSolver):
         def body(c):
             if full:
                 refresh = jnp.array(True)
-                lu, piv = jsl.lu_factor(jac(c["x"]))
+                factors = linear.factor(jac(c["x"]))
             else:
                 refresh = (~c["valid"]) | (c["reuse"] >= self.max_reuse)
-                lu, piv = jax.lax.cond(
-                    refresh, lambda: jsl.lu_factor(jac(c["x"])), lambda: (c["lu"], c["piv"])
-                )
-            x = c["x"] - jsl.lu_solve((lu, piv), c["F"])
+                factors = jax.lax.cond(refresh, lambda: linear.factor(jac(c["x"])), lambda: c["factors"])
+            x = c["x"] - linear.solve_factored(factors, c["F"])
             F, scale = fn(x)
             finite = jnp.all(jnp.isfinite(F)) & jnp.all(jnp.isfinite(x))
             norm_old = jnp.linalg.norm(c["F"])
@@ -361,8 +357,7 @@ class GeneralizedAlpha(AbstractSolver):
             return dict(
                 x=x,
                 F=F,
-                lu=lu,
-                piv=piv,
+                factors=factors,
                 valid=valid | done,
                 reuse=jnp.where(refresh, 1, c["reuse"] + 1),
                 it=c["it"] + 1,
@@ -371,7 +366,7 @@ class GeneralizedAlpha(AbstractSolver):
             )
 
         out = jax.lax.while_loop(cond, body, init)
-        new_cache = IterationMatrix(out["lu"], out["piv"], out["valid"], h, out["updates"])
+        new_cache = IterationMatrix(out["factors"], out["valid"], h, out["updates"])
         return out["x"], out["it"], out["done"], jnp.max(jnp.abs(out["F"])), new_cache
 
     def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: IterationMatrix):

@@ -23,10 +23,10 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int, PyTree
 
+from . import linear
 from .base import RESULTS
 
 
@@ -56,8 +56,10 @@ class Newton(eqx.Module):
             raise ValueError(f"Newton.max_steps must be >= 1, got {self.max_steps}")
 
 
-def _lu_solve(lu_piv, b):
-    return jsl.lu_solve(lu_piv, b)
+def _value_and_jacfwd(f, x):
+    """``(f(x), jax.jacfwd(f)(x))``: the value is the primal of the same forward pass."""
+    jac, value = jax.jacfwd(lambda z: (lambda y: (y, y))(f(z)), has_aux=True)(x)
+    return value, jac
 
 
 def newton_solve(
@@ -89,12 +91,17 @@ def newton_solve(
         return ravel_pytree(fn(unravel(x), args))[0]
 
     def solve(f, x_init):
-        if solver.modified:
-            mat = jax.jacfwd(f)(x_init) if jac is None else jac.astype(x_init.dtype)
-            lu_piv = jsl.lu_factor(mat)
-            lin = lambda x, r: _lu_solve(lu_piv, r)  # noqa: E731
+        # The first iteration takes F(x_init) from the forward pass that builds the matrix.
+        if jac is None or not solver.modified:
+            f0, mat0 = _value_and_jacfwd(f, x_init)
         else:
-            lin = lambda x, r: jnp.linalg.solve(jax.jacfwd(f)(x), r)  # noqa: E731
+            f0, mat0 = f(x_init), jac.astype(x_init.dtype)
+        factors0 = linear.factor(mat0)
+
+        def update(x, fx, factors):
+            delta = linear.solve_factored(factors, fx)
+            x_new = x - delta
+            return x_new, jnp.linalg.norm(w * delta), jnp.all(jnp.isfinite(x_new))
 
         def cond(carry):
             _, k, dnorm, ok = carry
@@ -102,19 +109,21 @@ def newton_solve(
 
         def body(carry):
             x, k, _, _ = carry
-            delta = lin(x, f(x))
-            x_new = x - delta
-            dnorm = jnp.linalg.norm(w * delta)
-            ok = jnp.all(jnp.isfinite(x_new))
-            return x_new, k + 1, dnorm, ok
+            if solver.modified:
+                x, dnorm, ok = update(x, f(x), factors0)
+            else:
+                fx, mat = _value_and_jacfwd(f, x)
+                x, dnorm, ok = update(x, fx, linear.factor(mat))
+            return x, k + 1, dnorm, ok
 
-        init = (x_init, jnp.array(0, jnp.int32), jnp.array(jnp.inf, x_init.dtype), jnp.array(True))
+        x1, dnorm1, ok1 = update(x_init, f0, factors0)
+        init = (x1, jnp.array(1, jnp.int32), dnorm1, ok1)
         x, k, dnorm, ok = jax.lax.while_loop(cond, body, init)
         # Auxiliary outputs travel as floats: custom_root gives them float tangents.
         return x, jnp.stack([k.astype(x.dtype), dnorm, ok.astype(x.dtype)])
 
     def tangent_solve(g, y):
-        return jnp.linalg.solve(jax.jacfwd(g)(y), y)
+        return linear.solve(jax.jacfwd(g)(y), y)
 
     x, aux = jax.lax.custom_root(flat_fn, flat0, solve, tangent_solve, has_aux=True)
     aux = jax.lax.stop_gradient(aux)
