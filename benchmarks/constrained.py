@@ -20,8 +20,8 @@ scipy==1.10.1 sympy==1.12 matplotlib==3.7.5``; ``--c2-python c2env/bin/python``.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import platform
 import subprocess
 import time

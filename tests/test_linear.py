@@ -49,3 +49,10 @@ def test_float32_and_no_pivot_loop_per_solve():
     factors = linear.factor(a)
     hlo = jax.jit(linear.solve_factored).lower(factors, b).compile().as_text()
     assert " while(" not in hlo
+
+
+def test_tangent_solve_inverts_the_linear_map():
+    a, b = _system(6)
+    np.testing.assert_allclose(
+        linear.tangent_solve(lambda v: a @ v, b), np.linalg.solve(np.asarray(a), np.asarray(b)), rtol=1e-10, atol=1e-12
+    )

@@ -83,13 +83,9 @@ def gamma(constraints, com, form, t, r, rot, qdot: Float[Array, " n"]) -> Float[
     return -jax.jvp(first, (zero,), (jnp.ones_like(zero),))[1]
 
 
-def reaction(constraints, com, form, t, r, rot, lam: Float[Array, " m"]) -> Float[Array, " n"]:
-    """``G^T lam`` (generalised constraint forces, sign as in ``M q_ddot + G^T lam = Q``)."""
-    return psi_and_reaction(constraints, com, form, t, r, rot, lam)[1]
-
-
 def psi_and_reaction(constraints, com, form, t, r, rot, lam: Float[Array, " m"]):
-    """``Psi`` and ``G^T lam`` from one reverse-mode pass (``Psi`` is its primal at ``x = 0``)."""
+    """``Psi`` and ``G^T lam`` (generalised constraint forces, sign as in
+    ``M q_ddot + G^T lam = Q``) from one reverse-mode pass: ``Psi`` is its primal at ``x = 0``."""
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
     value, vjp = jax.vjp(lambda x: psi_local(constraints, com, form, t, r, rot, x), x0)
     return value, vjp(lam)[0]

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..solvers import linear
 from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
 from ..solvers.generalized_alpha import alpha_coefficients
 from .absolute_model import AbsoluteModel
@@ -143,7 +144,7 @@ class LGTGeneralizedAlpha(AbstractSolver):
         init = dict(x=X_pred.reshape(-1), it=jnp.array(0, jnp.int32), done=jnp.array(False), finite=jnp.array(True))
         out = jax.lax.while_loop(cond, body, init)
         x_star = nograd(out["x"])
-        x_star = jax.lax.custom_root(flat(residual), x_star, lambda f, guess: guess, _tangent_solve)
+        x_star = jax.lax.custom_root(flat(residual), x_star, lambda f, guess: guess, linear.tangent_solve)
         X = x_star.reshape(shape)
 
         unpack, _, _ = self._unpack(h, y0)
@@ -169,5 +170,3 @@ def _no_grad(tree):
     return eqx.combine(jax.lax.stop_gradient(dynamic), static)
 
 
-def _tangent_solve(g, y):
-    return jnp.linalg.solve(jax.jacfwd(g)(y), y)

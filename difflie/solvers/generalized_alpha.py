@@ -172,10 +172,6 @@ def _no_grad(tree):
     return eqx.combine(jax.lax.stop_gradient(dynamic), static)
 
 
-def _tangent_solve(g, y):
-    return linear.solve(jax.jacfwd(g)(y), y)
-
-
 # --------------------------------------------------------------------------------------------
 
 
@@ -381,7 +377,7 @@ class GeneralizedAlpha(AbstractSolver):
         fn_ng, _, x_pred, s = self._residual_fn(_no_grad(model), jax.lax.stop_gradient(t1), h_ng, _no_grad(y0))
         x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state, h_ng)
         x_star = jax.lax.stop_gradient(x_star)
-        x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, _tangent_solve)
+        x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, linear.tangent_solve)
 
         x1, R1, v1, vdot1, a1, lam = unpack(x_star)
         y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)

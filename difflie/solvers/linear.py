@@ -9,6 +9,8 @@ non-finite solutions, which the Newton iterations report as a failure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -33,3 +35,9 @@ def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"
 def solve(mat: Float[Array, "n n"], b: Float[Array, " n"]) -> Float[Array, " n"]:
     """``A^{-1} b`` for one dense matrix (factor, then solve)."""
     return solve_factored(factor(mat), b)
+
+
+def tangent_solve(g: Callable[[Float[Array, " n"]], Float[Array, " n"]], y: Float[Array, " n"]) -> Float[Array, " n"]:
+    """``J^{-1} y`` with ``J`` the matrix of the linear map ``g``: the ``tangent_solve`` of
+    ``jax.lax.custom_root`` (implicit-function-theorem derivatives of a Newton solve)."""
+    return solve(jax.jacfwd(g)(y), y)

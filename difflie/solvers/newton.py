@@ -122,10 +122,7 @@ def newton_solve(
         # Auxiliary outputs travel as floats: custom_root gives them float tangents.
         return x, jnp.stack([k.astype(x.dtype), dnorm, ok.astype(x.dtype)])
 
-    def tangent_solve(g, y):
-        return linear.solve(jax.jacfwd(g)(y), y)
-
-    x, aux = jax.lax.custom_root(flat_fn, flat0, solve, tangent_solve, has_aux=True)
+    x, aux = jax.lax.custom_root(flat_fn, flat0, solve, linear.tangent_solve, has_aux=True)
     aux = jax.lax.stop_gradient(aux)
     k, dnorm = aux[0].astype(jnp.int32), aux[1]
     converged = (aux[2] > 0) & (dnorm < tol)

@@ -46,6 +46,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from difflie.lie import SO3xR3, UnitDualQuaternion, cross, hat
+from difflie.solvers import linear
 from difflie.solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
 
 
@@ -286,10 +287,7 @@ def _implicit_solve(G, jacobian, target, x0, rtol, max_steps):
         # custom_root differentiates its aux output too: carry the counters as floats
         return x, jax.lax.stop_gradient(jnp.stack([it, status]).astype(x.dtype))
 
-    def tangent_solve(g, y):
-        return jnp.linalg.solve(jax.jacfwd(g)(y), y)
-
-    x, aux = jax.lax.custom_root(f, x0, solve, tangent_solve, has_aux=True)
+    x, aux = jax.lax.custom_root(f, x0, solve, linear.tangent_solve, has_aux=True)
     return x, (aux[0].astype(jnp.int32), aux[1].astype(jnp.int32))
 
 
