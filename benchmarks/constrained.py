@@ -14,7 +14,10 @@ scipy==1.10.1 sympy==1.12 matplotlib==3.7.5``; ``--c2-python c2env/bin/python``.
 5.5: single pendulum rA 0.909 s/s, rp 2.119 s/s, re 1.41 s/s).
 
     python benchmarks/constrained.py [--repeats 5] [--t1 3] [--theta 1e-3] [--quick]
-        [--c2 PATH/C2 --c2-python PATH/python] [--models "single pendulum,four link"]
+        [--c2 PATH/C2 --c2-python PATH/python] [--models "single pendulum,four link"] [--xla-defaults]
+
+Compiled with ``difflie.xla.jit`` (XLA's own loops for reductions on CPU); ``--xla-defaults`` uses
+plain ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 import difflie as dl  # noqa: E402
+from difflie import xla  # noqa: E402
 from difflie.models import double_pendulum, four_link, single_pendulum, slider_crank  # noqa: E402
 
 MODELS = {
@@ -96,11 +100,14 @@ def main():
     parser.add_argument("--c2", default=None, help="the C2 folder of uwsbel/sbel-reproducibility (runs it too)")
     parser.add_argument("--c2-python", default="python", help="a Python with numpy < 2 for C2")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    parser.add_argument("--xla-defaults", action="store_true", help="plain jax.jit, not difflie.xla.jit")
     args = parser.parse_args()
+    jit = jax.jit if args.xla_defaults else xla.jit
     if args.quick:
         args.t1, args.repeats = 0.5, 3
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"platform: {platform.machine()}, jax {jax.__version__}, devices {jax.devices()}, load average {load:.1f}")
+    print(f"compiled with {'jax.jit (XLA defaults)' if args.xla_defaults else f'difflie.xla.jit {xla.compiler_options()}'}")
     theta = "1e-11/h^2" if args.theta is None else f"{args.theta:g}"
     print(f"BackwardEuler, h = {args.dt}, t1 = {args.t1} s, Theta = {theta}, median of {args.repeats}\n")
     c2 = args.c2 is not None
@@ -118,7 +125,7 @@ def main():
                 sol = dl.simulate(m, solver, 0.0, args.t1, args.dt)
                 return sol.position[-1], sol.stats.newton_iterations, sol.stats.steps
 
-            med, best, (_, iters, steps) = timed(jax.jit(run), model, args.repeats)
+            med, best, (_, iters, steps) = timed(jit(run), model, args.repeats)
             peer = c2_seconds_per_second(args.c2, args.c2_python, name, form, args.t1, args.repeats) if c2 else None
             row[form] = (med / args.t1, best / args.t1, med / int(steps) * 1e6, int(iters) / int(steps), peer)
         results[name] = row

@@ -1,10 +1,11 @@
 """Heavy top on a spherical joint: difflie's Lie-group generalized-alpha beside Exudyn's.
 
-    python benchmarks/gen_alpha.py [--repeats 7]
+    python benchmarks/gen_alpha.py [--repeats 7] [--xla-defaults]
 
 Accuracy: COM error at t = 1 s against the seed-002 reference for h = 1e-3 ... 6.25e-5.
 Speed: wall time per step at h = 1e-3 (1000 steps) and h = 1e-4 (10000 steps), compiled and
-warm for difflie (``jax.jit`` of ``simulate``, ``block_until_ready``), ``SolveDynamic`` with no
+warm for difflie (``difflie.xla.jit`` of ``simulate``, or ``jax.jit`` with ``--xla-defaults``;
+``block_until_ready``), ``SolveDynamic`` with no
 solution file for Exudyn; the runs alternate and we report medians. rho_inf = 0.9 everywhere.
 Exudyn runs twice: with ``lieGroupSimplifiedKinematicRelations`` (the Brüls-Cardona form) and with
 its default settings. If exudyn is not importable, only difflie runs.
@@ -22,6 +23,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from difflie import xla  # noqa: E402
 from difflie.models.spatial import heavy_top_spherical  # noqa: E402
 from difflie.simulate import simulate  # noqa: E402
 from difflie.solvers.generalized_alpha import GeneralizedAlpha  # noqa: E402
@@ -29,6 +31,7 @@ from difflie.solvers.generalized_alpha import GeneralizedAlpha  # noqa: E402
 REF = np.array([0.173343964098, 0.640088592070, -0.748490791134])  # seed_002 §6.1, t = 1 s
 MASS, INERTIA, COM, OMEGA0 = 15.0, (0.234375, 0.46875, 0.234375), (0.0, 1.0, 0.0), (0.0, 150.0, -4.61538)
 STEPS = [1e-3 / 2**k for k in range(5)]
+JIT = {"jit": xla.jit}  # --xla-defaults: jax.jit
 
 try:
     import exudyn as exu
@@ -49,7 +52,7 @@ def difflie_runner(solver, h):
     model = heavy_top_spherical()
     n = int(round(1.0 / h))
 
-    @jax.jit
+    @JIT["jit"]
     def run():
         sol = simulate(model, solver, 0.0, 1.0, h)
         return sol.position[-1, 0], sol.stats.newton_iterations / sol.stats.steps, sol.result._value
@@ -102,7 +105,10 @@ def timed(fn, block=lambda out: out):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--xla-defaults", action="store_true", help="plain jax.jit, not difflie.xla.jit")
     args = parser.parse_args()
+    if args.xla_defaults:
+        JIT["jit"] = jax.jit
     solvers = {
         "difflie full Newton": GeneralizedAlpha(),
         "difflie modified Newton (matrix per step)": GeneralizedAlpha(newton="modified", reuse_across_steps=False),
@@ -110,7 +116,8 @@ def main():
     }
     if exu is None:
         print("exudyn is not importable: only difflie runs (pip install exudyn to compare)")
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}"
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
+          + ("jax.jit (XLA defaults)" if args.xla_defaults else f"difflie.xla.jit {xla.compiler_options()}")
           + ("" if exu is None else f", exudyn {exu.__version__}"))  # fmt: skip
 
     print("\n## Accuracy: COM error at t = 1 s against the seed-002 reference\n")

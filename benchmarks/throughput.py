@@ -1,6 +1,6 @@
 """Throughput of batched heavy tops, cost and memory of reverse-mode gradients, compile times.
 
-    /work/venv/bin/python benchmarks/throughput.py [--quick] [--max-batch N]
+    /work/venv/bin/python benchmarks/throughput.py [--quick] [--max-batch N] [--xla-defaults]
 
 * body-steps per second of ``vmap``-ed heavy tops (RKMK4, random inertias and spins) for batch
   sizes 1 .. 10^5 in float32 and float64, beside Exudyn's rate for one heavy top (rigid body
@@ -11,7 +11,9 @@
   ``simulate``'s checkpointing (XLA's ``memory_analysis``);
 * compile times.
 
-Timings are medians of repeated runs after a warm-up, with ``block_until_ready``.
+Timings are medians of repeated runs after a warm-up, with ``block_until_ready``. Everything is
+compiled with ``difflie.xla.jit`` (XLA's own loops for reductions on CPU), or plain ``jax.jit``
+with ``--xla-defaults``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from difflie import xla
 from difflie.batch import simulate_batch
 from difflie.lie import SO3
 from difflie.models.rigid import heavy_top
@@ -33,6 +36,7 @@ from difflie.solvers.rkmk import RKMK4
 
 
 DT = 1e-3
+JIT = {"jit": xla.jit}  # --xla-defaults: jax.jit
 
 
 def random_tops(key, n, dtype):
@@ -60,7 +64,7 @@ def timed(fn, *args, repeats=5):
 
 def compile_time(fn, *args):
     t = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    compiled = JIT["jit"](fn).lower(*args).compile()
     return time.perf_counter() - t, compiled
 
 
@@ -151,7 +155,7 @@ def gradient_memory(steps_list, checkpoint):
             sol = simulate(m, RKMK4(), 0.0, steps * DT, DT, checkpoint=checkpoint)
             return jnp.sum(sol.rotation[-1, 0])
 
-        compiled = jax.jit(jax.grad(f)).lower(p).compile()
+        compiled = JIT["jit"](jax.grad(f)).lower(p).compile()
         mem = compiled.memory_analysis()
         out.append((steps, mem.temp_size_in_bytes))
         print(f"  grad, {steps:>6d} steps, checkpoint={checkpoint}: temp {mem.temp_size_in_bytes / 1024:10.1f} KiB",
@@ -163,14 +167,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes")
     parser.add_argument("--max-batch", type=int, default=100_000)
+    parser.add_argument("--xla-defaults", action="store_true", help="plain jax.jit, not difflie.xla.jit")
     args = parser.parse_args()
+    if args.xla_defaults:
+        JIT["jit"] = jax.jit
     jax.config.update("jax_enable_x64", True)  # the script's choice; float32 runs pass float32 inputs
-    print(f"jax {jax.__version__}, devices {jax.devices()}")
+    print(f"jax {jax.__version__}, devices {jax.devices()}, "
+          + ("jax.jit (XLA defaults)" if args.xla_defaults else f"difflie.xla.jit {xla.compiler_options()}"))
     batches = [1, 16, 256, 4096] if args.quick else [1, 10, 100, 1000, 4096, 10_000, 100_000]
     batches = [b for b in batches if b <= args.max_batch]
 
     def steps_for(n, chunk):
-        budget = 1_000_000 if chunk or n <= 100 else 200_000  # one big vmap is slow on CPU
+        budget = 1_000_000 if chunk or n <= 100 else 200_000  # short runs: --xla-defaults makes them slow
         return int(min(1000, max(10, budget // n)))
 
     rate_exu, exu_note = exudyn_rate(2000)

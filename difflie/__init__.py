@@ -1,6 +1,6 @@
 """difflie: differentiable Lie-group integrators for rigid and multibody systems, in JAX."""
 
-from . import coords as coords, diagnostics as diagnostics, lie as lie, models as models, solvers as solvers
+from . import coords as coords, diagnostics as diagnostics, lie as lie, models as models, solvers as solvers, xla as xla
 from .body import RigidBody as RigidBody
 from .constraints import ConstraintSet as ConstraintSet
 from .io import ModelFileError as ModelFileError, load_model as load_model

@@ -81,7 +81,7 @@ def run(args) -> int:
     import jax.numpy as jnp
     import numpy as np
 
-    from . import diagnostics
+    from . import diagnostics, xla
     from .simulate import SaveAt, simulate
 
     if args.dt is not None and not args.dt > 0:
@@ -111,7 +111,7 @@ def run(args) -> int:
           + (f"rtol = {controller.rtol}" if hasattr(controller, "rtol") else f"dt = {dt} ({n_steps} steps)"),
           file=sys.stderr)  # fmt: skip
     t_start = time.perf_counter()
-    compiled = jax.jit(go).lower(model).compile()
+    compiled = xla.jit(go).lower(model).compile()
     t_compiled = time.perf_counter()
     sol = jax.block_until_ready(compiled(model))
     t_done = time.perf_counter()
