@@ -42,6 +42,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
+from . import xla
 from .body import RigidBody
 from .lie import SO3
 from .simulate import SaveAt, simulate
@@ -244,7 +245,7 @@ def measure(
 # -- compiled pieces (shared across fits of the same structure) ------------------------------
 
 
-@eqx.filter_jit
+@xla.filter_jit
 def _value_and_grad(theta, model_fn, solver, data, dt, t0, kwargs):
     def loss(th):
         r = residuals(model_fn(th), solver, data, dt=dt, t0=t0, **kwargs)
@@ -253,7 +254,7 @@ def _value_and_grad(theta, model_fn, solver, data, dt, t0, kwargs):
     return jax.value_and_grad(loss)(theta)
 
 
-@eqx.filter_jit
+@xla.filter_jit
 def _residuals_and_jacobian(theta, model_fn, solver, data, dt, t0, kwargs):
     def fn(th):
         r = residuals(model_fn(th), solver, data, dt=dt, t0=t0, **kwargs)
@@ -263,7 +264,7 @@ def _residuals_and_jacobian(theta, model_fn, solver, data, dt, t0, kwargs):
     return r, jac
 
 
-@eqx.filter_jit
+@eqx.filter_jit  # also traced inside the L-BFGS step: a nested jit takes no compiler options
 def _loss(theta, model_fn, solver, data, dt, t0, kwargs):
     r = residuals(model_fn(theta), solver, data, dt=dt, t0=t0, **kwargs)
     return 0.5 * jnp.sum(r * r)
@@ -402,7 +403,7 @@ def _lbfgs(theta, args, steps, gtol, note, check, iterations):
     def value(th):
         return _loss(th, *args)
 
-    @eqx.filter_jit
+    @xla.filter_jit
     def update(th, state):
         loss, g = optax.value_and_grad_from_state(value)(th, state=state)
         updates, state = opt.update(g, state, th, value=loss, grad=g, value_fn=value)

@@ -12,7 +12,10 @@ classic emitters run the same fusions 6-19 % faster here (single pendulum, four 
 generalized-alpha heavy top, RKMK4 forward and gradient; same process, alternating runs).
 
 :data:`CPU_COMPILER_OPTIONS` holds both. They are per-compilation options: pass them as
-``jax.jit(f, compiler_options=...)``, or use :func:`jit`. difflie never changes a global flag.
+``jax.jit(f, compiler_options=...)``, or use :func:`jit`; the identification steps use
+:func:`filter_jit`. JAX accepts compiler options only on a top-level ``jit``, so ``simulate``
+(usually traced inside the caller's ``jit``) keeps a plain ``eqx.filter_jit``: wrap your own
+top-level function. difflie never changes a global flag.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -42,7 +46,8 @@ def compiler_options() -> dict[str, Any]:
     accepted = {}
     for key, value in CPU_COMPILER_OPTIONS.items():
         try:
-            jax.jit(lambda x: x + 1, compiler_options={key: value}).lower(jnp.zeros(())).compile()
+            probe = jax.ShapeDtypeStruct((), jnp.float32)  # no array: safe inside a trace
+            jax.jit(lambda x: x + 1, compiler_options={key: value}).lower(probe).compile()
         except Exception as err:  # noqa: BLE001 - any refusal means: compile with XLA's default
             warnings.warn(f"difflie.xla: this jaxlib refuses {key}={value!r} ({err}); using XLA's default",
                           stacklevel=2)  # fmt: skip
@@ -55,3 +60,26 @@ def jit(fun: Callable, **kwargs: Any) -> Callable:
     """``jax.jit(fun, **kwargs)`` compiled with :func:`compiler_options` (merged under any given)."""
     options = {**compiler_options(), **(kwargs.pop("compiler_options", None) or {})}
     return jax.jit(fun, compiler_options=options or None, **kwargs)
+
+
+class filter_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
+    """``eqx.filter_jit(fun)`` compiled with :func:`compiler_options`, chosen at the first call
+    (not at import, so the backend is not initialised by importing difflie). For top-level
+    calls only: JAX refuses compiler options on a ``jit`` traced inside another."""
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self._jitted = None
+        functools.update_wrapper(self, fun)
+
+    @property
+    def jitted(self):
+        if self._jitted is None:
+            self._jitted = eqx.filter_jit(self.fun, compiler_options=compiler_options() or None)
+        return self._jitted
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted.lower(*args, **kwargs)

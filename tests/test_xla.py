@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import difflie as dl
-from difflie import xla
+from difflie import identify, xla
 from difflie.models import four_link
 
 cpu_only = pytest.mark.skipif(jax.default_backend() != "cpu", reason="CPU compile options")
@@ -25,6 +25,16 @@ def test_batched_reduction_stays_in_xla():
     w = jnp.ones((4096, 3))
     text = xla.jit(lambda J, w: jnp.sum(J * w[:, None, :], -1)).lower(J, w).compile().as_text()
     assert "__ynn_fusion" not in text
+
+
+@cpu_only
+def test_filter_jit_compiles_with_the_options():
+    # The identification steps' compilations go through it.
+    J = jnp.ones((4096, 3, 3))
+    w = jnp.ones((4096, 3))
+    lowered = xla.filter_jit(lambda J, w: jnp.sum(J * w[:, None, :], -1)).lower(J, w)
+    assert "__ynn_fusion" not in lowered.lowered.compile().as_text()
+    assert isinstance(identify._value_and_grad, xla.filter_jit)
 
 
 def test_given_options_are_merged():
