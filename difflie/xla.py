@@ -8,7 +8,7 @@ constraint rows, Jacobian columns or a ``vmap`` batch), and for those the librar
 16 us, a four link step 430 us instead of 160-280 us (``benchmarks/RESULTS.md``).
 
 It also turns off XLA's newer MLIR fusion emitters (``xla_cpu_use_fusion_emitters``): the
-classic emitters run the same fusions 6-19 % faster here (single pendulum, four link,
+classic emitters run the same fusions 6-27 % faster here (single pendulum, four link,
 generalized-alpha heavy top, RKMK4 forward and gradient; same process, alternating runs).
 
 :data:`CPU_COMPILER_OPTIONS` holds both. They are per-compilation options: pass them as
@@ -44,9 +44,9 @@ def compiler_options() -> dict[str, Any]:
     if jax.default_backend() != "cpu":
         return {}
     accepted = {}
+    probe = jax.ShapeDtypeStruct((), jnp.float32)  # no array: safe inside a trace
     for key, value in CPU_COMPILER_OPTIONS.items():
         try:
-            probe = jax.ShapeDtypeStruct((), jnp.float32)  # no array: safe inside a trace
             jax.jit(lambda x: x + 1, compiler_options={key: value}).lower(probe).compile()
         except Exception as err:  # noqa: BLE001 - any refusal means: compile with XLA's default
             warnings.warn(f"difflie.xla: this jaxlib refuses {key}={value!r} ({err}); using XLA's default",

@@ -17,29 +17,37 @@ def test_options_accepted_on_cpu():
     assert xla.compiler_options() == xla.CPU_COMPILER_OPTIONS
 
 
+def _batched_products():
+    # 4096 products J @ omega as broadcast-and-sum: 36864 summed elements, above the size XLA
+    # hands to YNNPACK by default.
+    return (lambda J, w: jnp.sum(J * w[:, None, :], -1)), jnp.ones((4096, 3, 3)), jnp.ones((4096, 3))
+
+
+def _offloaded(compiled) -> bool:
+    return "__ynn_fusion" in compiled.as_text()
+
+
 @cpu_only
 def test_batched_reduction_stays_in_xla():
-    # 4096 products J @ omega as broadcast-and-sum: 36864 summed elements, above the size XLA
-    # hands to YNNPACK by default; with the options no library fusion is left.
-    J = jnp.ones((4096, 3, 3))
-    w = jnp.ones((4096, 3))
-    text = xla.jit(lambda J, w: jnp.sum(J * w[:, None, :], -1)).lower(J, w).compile().as_text()
-    assert "__ynn_fusion" not in text
+    f, J, w = _batched_products()
+    assert _offloaded(jax.jit(f).lower(J, w).compile())  # what the options are for
+    assert not _offloaded(xla.jit(f).lower(J, w).compile())
 
 
 @cpu_only
 def test_filter_jit_compiles_with_the_options():
-    # The identification steps' compilations go through it.
-    J = jnp.ones((4096, 3, 3))
-    w = jnp.ones((4096, 3))
-    lowered = xla.filter_jit(lambda J, w: jnp.sum(J * w[:, None, :], -1)).lower(J, w)
-    assert "__ynn_fusion" not in lowered.lowered.compile().as_text()
-    assert isinstance(identify._value_and_grad, xla.filter_jit)
+    f, J, w = _batched_products()
+    assert not _offloaded(xla.filter_jit(f).lower(J, w).lowered.compile())
+    assert isinstance(identify._value_and_grad, xla.filter_jit)  # the identification steps use it
 
 
-def test_given_options_are_merged():
-    f = xla.jit(lambda x: 2 * x, compiler_options={"xla_cpu_enable_fast_math": False})
-    assert float(f(jnp.asarray(1.5))) == 3.0
+@cpu_only
+def test_given_options_are_merged_over_the_defaults():
+    f, J, w = _batched_products()
+    # Another option keeps the defaults; a given value of a default key wins.
+    assert not _offloaded(xla.jit(f, compiler_options={"xla_cpu_enable_fast_math": False}).lower(J, w).compile())
+    reduce_to_ynn = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_REDUCE"}
+    assert _offloaded(xla.jit(f, compiler_options=reduce_to_ynn).lower(J, w).compile())
 
 
 def test_same_trajectory_as_jax_jit():

@@ -168,5 +168,3 @@ class LGTGeneralizedAlpha(AbstractSolver):
 def _no_grad(tree):
     dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
     return eqx.combine(jax.lax.stop_gradient(dynamic), static)
-
-

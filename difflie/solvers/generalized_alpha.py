@@ -62,7 +62,7 @@ class IterationMatrix(eqx.Module):
     """Factors of the (scaled) iteration matrix (:func:`difflie.solvers.linear.factor`), kept
     across steps by modified Newton."""
 
-    factors: tuple[Float[Array, "n n"], Float[Array, "n n"]]
+    factors: linear.Factors
     valid: Bool[Array, ""]
     dt: Float[Array, ""]  # step size the matrix was built for
     updates: Int[Array, ""]  # number of factorisations so far (diagnostic)
