@@ -106,6 +106,13 @@ def _compose(x, R, dq):
     return x + dq[:, :3], _matmul(R, _exp(dq[:, 3:]))
 
 
+def _local(x, R, z):
+    """``(x + z_x, R (I + hat(z_psi)))``: the chart to first order, for first derivatives at
+    ``z = 0`` only (no sin/cos/sqrt to evaluate and transpose there)."""
+    W = jnp.cross(jnp.eye(3, dtype=z.dtype), z[:, None, 3:])  # row i is e_i x z_psi: hat(z_psi)
+    return x + z[:, :3], R + _matmul(R, W)
+
+
 def _origins(model, x, R):
     return x - _matvec(R, model.bodies.com)
 
@@ -144,14 +151,14 @@ def _forces(model, t, x, R, u, w):
 
 
 def _dynamics(model, t, x, R, v, vdot, lam):
-    """``(M vdot - g + B^T lambda, |M vdot| + |g|)``: the equilibrium rows and their scale."""
-    zero = jnp.zeros_like(vdot)
-    _, vjp = jax.vjp(lambda z: _constraint(model, t, *_compose(x, R, z)), zero)
+    """``(M vdot - g + B^T lambda, Phi, |M vdot| + |g|)``: the equilibrium rows, the constraint
+    rows (the primal of the reverse pass that gives ``B^T lambda``) and the rows' scale."""
+    phi, vjp = jax.vjp(lambda z: _constraint(model, t, *_local(x, R, z)), jnp.zeros_like(vdot))
     (bt_lam,) = vjp(lam)
     mv = _mass_times(model, vdot)
     g = _forces(model, t, x, R, v[:, :3], v[:, 3:])
     scale = jnp.linalg.norm(mv) + jnp.linalg.norm(g)
-    return mv - g + bt_lam, scale
+    return mv - g + bt_lam, phi, scale
 
 
 def _constraint_acceleration(model, t, x, R, v, vdot):
@@ -237,7 +244,7 @@ class GeneralizedAlpha(AbstractSolver):
         t0 = jnp.asarray(t0, x.dtype)
         v = jnp.concatenate([u, w], axis=-1)
         zero = jnp.zeros_like(v)
-        B = jax.jacfwd(lambda z: _constraint(model, t0, *_compose(x, R, z)))(zero)
+        B = jax.jacfwd(lambda z: _constraint(model, t0, *_local(x, R, z)))(zero)
         m = B.shape[0]
         B = B.reshape(m, 6 * nb)
         eye3 = jnp.eye(3, dtype=x.dtype)
@@ -284,8 +291,7 @@ class GeneralizedAlpha(AbstractSolver):
 
         def fn(xflat):
             x1, R1, v1, vdot1, _, lam = unpack(xflat)
-            dyn, scale = _dynamics(model, t1, x1, R1, v1, vdot1, lam)
-            phi = _constraint(model, t1, x1, R1)
+            dyn, phi, scale = _dynamics(model, t1, x1, R1, v1, vdot1, lam)
             return jnp.concatenate([s * dyn.reshape(-1), phi]), scale
 
         # Predictor: vdot1 = vdot0, i.e. a1 = (vdot0 - alpha_m a0) / (1 - alpha_m).
@@ -311,29 +317,7 @@ class GeneralizedAlpha(AbstractSolver):
             ok_phi = jnp.all(jnp.abs(phi) <= ctol)
             return ok_dyn & ok_phi
 
-        F0, _ = fn(x0)
-        same_h = jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)
-        init = dict(
-            x=x0,
-            F=F0,
-            factors=cache.factors,
-            valid=cache.valid & same_h if self.reuse_across_steps else jnp.array(False),
-            reuse=jnp.array(0, jnp.int32),
-            it=jnp.array(0, jnp.int32),
-            updates=cache.updates,
-            done=jnp.array(False),
-        )
-
-        def cond(c):
-            return (~c["done"]) & (c["it"] < self.max_iterations)
-
-        def body(c):
-            if full:
-                refresh = jnp.array(True)
-                factors = linear.factor(jac(c["x"]))
-            else:
-                refresh = (~c["valid"]) | (c["reuse"] >= self.max_reuse)
-                factors = jax.lax.cond(refresh, lambda: linear.factor(jac(c["x"])), lambda: c["factors"])
+        def iterate(c, factors, refresh):
             x = c["x"] - linear.solve_factored(factors, c["F"])
             F, scale = fn(x)
             finite = jnp.all(jnp.isfinite(F)) & jnp.all(jnp.isfinite(x))
@@ -357,9 +341,30 @@ class GeneralizedAlpha(AbstractSolver):
                 valid=valid | done,
                 reuse=jnp.where(refresh, 1, c["reuse"] + 1),
                 it=c["it"] + 1,
-                updates=c["updates"] + refresh.astype(jnp.int32),
+                updates=c["updates"] + jnp.asarray(refresh, jnp.int32),
                 done=done,
             )
+
+        def cond(c):
+            return (~c["done"]) & (c["it"] < self.max_iterations)
+
+        def body(c):
+            if full:
+                return iterate(c, linear.factor(jac(c["x"])), True)
+            refresh = (~c["valid"]) | (c["reuse"] >= self.max_reuse)
+            factors = jax.lax.cond(refresh, lambda: linear.factor(jac(c["x"])), lambda: c["factors"])
+            return iterate(c, factors, refresh)
+
+        start = dict(x=x0, reuse=jnp.array(0, jnp.int32), it=jnp.array(0, jnp.int32), done=jnp.array(False))
+        if full or not self.reuse_across_steps:
+            # The first iteration builds its matrix at x0: F(x0) is the primal of that forward
+            # pass, and the iteration runs before the loop (which then always starts afresh).
+            J0, F0 = jax.jacfwd(lambda z: (lambda F: (F, F))(fn(z)[0]), has_aux=True)(x0)
+            init = iterate(dict(start, F=F0, updates=cache.updates), linear.factor(J0), True)
+        else:
+            F0, _ = fn(x0)
+            same_h = jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)
+            init = dict(start, F=F0, factors=cache.factors, valid=cache.valid & same_h, updates=cache.updates)
 
         out = jax.lax.while_loop(cond, body, init)
         new_cache = IterationMatrix(out["factors"], out["valid"], h, out["updates"])
