@@ -318,6 +318,8 @@ class GeneralizedAlpha(AbstractSolver):
             return ok_dyn & ok_phi
 
         def iterate(c, factors, refresh):
+            """One Newton update with the given factors. A diverging modified-Newton iterate
+            restarts from the predictor ``(x0, F0)``; ``F0`` is bound below, before any call."""
             x = c["x"] - linear.solve_factored(factors, c["F"])
             F, scale = fn(x)
             finite = jnp.all(jnp.isfinite(F)) & jnp.all(jnp.isfinite(x))
