@@ -28,9 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from ..lie import cross
+from ..lie import cross, hat
 from . import linear
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from .newton import value_and_jacfwd
 
 
 def alpha_coefficients(rho_inf: float | Array) -> tuple[Any, Any, Any, Any]:
@@ -109,8 +110,7 @@ def _compose(x, R, dq):
 def _local(x, R, z):
     """``(x + z_x, R (I + hat(z_psi)))``: the chart to first order, for first derivatives at
     ``z = 0`` only (no sin/cos/sqrt to evaluate and transpose there)."""
-    W = jnp.cross(jnp.eye(3, dtype=z.dtype), z[:, None, 3:])  # row i is e_i x z_psi: hat(z_psi)
-    return x + z[:, :3], R + _matmul(R, W)
+    return x + z[:, :3], R + _matmul(R, hat(z[:, 3:]))
 
 
 def _origins(model, x, R):
@@ -361,7 +361,7 @@ class GeneralizedAlpha(AbstractSolver):
         if full or not self.reuse_across_steps:
             # The first iteration builds its matrix at x0: F(x0) is the primal of that forward
             # pass, and the iteration runs before the loop (which then always starts afresh).
-            J0, F0 = jax.jacfwd(lambda z: (lambda F: (F, F))(fn(z)[0]), has_aux=True)(x0)
+            F0, J0 = value_and_jacfwd(lambda z: fn(z)[0], x0)
             init = iterate(dict(start, F=F0, updates=cache.updates), linear.factor(J0), True)
         else:
             F0, _ = fn(x0)

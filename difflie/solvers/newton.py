@@ -56,7 +56,7 @@ class Newton(eqx.Module):
             raise ValueError(f"Newton.max_steps must be >= 1, got {self.max_steps}")
 
 
-def _value_and_jacfwd(f, x):
+def value_and_jacfwd(f, x):
     """``(f(x), jax.jacfwd(f)(x))``: the value is the primal of the same forward pass."""
     jac, value = jax.jacfwd(lambda z: (lambda y: (y, y))(f(z)), has_aux=True)(x)
     return value, jac
@@ -93,7 +93,7 @@ def newton_solve(
     def solve(f, x_init):
         # The first iteration takes F(x_init) from the forward pass that builds the matrix.
         if jac is None or not solver.modified:
-            f0, mat0 = _value_and_jacfwd(f, x_init)
+            f0, mat0 = value_and_jacfwd(f, x_init)
         else:
             f0, mat0 = f(x_init), jac.astype(x_init.dtype)
         factors0 = linear.factor(mat0)
@@ -112,7 +112,7 @@ def newton_solve(
             if solver.modified:
                 x, dnorm, ok = update(x, f(x), factors0)
             else:
-                fx, mat = _value_and_jacfwd(f, x)
+                fx, mat = value_and_jacfwd(f, x)
                 x, dnorm, ok = update(x, fx, linear.factor(mat))
             return x, k + 1, dnorm, ok
 
