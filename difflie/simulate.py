@@ -195,18 +195,51 @@ def _first_failure(old, new):
     return RESULTS.where(old == RESULTS.successful, new, old)
 
 
-def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None):
-    """``lax.scan``, nested in chunks of ``chunk`` steps when given.
+# XLA:CPU runs a loop body about twice as slowly when its fused kernels read their step's slice
+# of an array over about 512 bytes (the scanned inputs, or in reverse mode the stacked per-step
+# states): measured on the heavy top, 2.2 against 4.6 us per RKMK4 step, and a reverse pass
+# 1.6x faster once the stacked states fit (``benchmarks/throughput.py``, RESULTS). Loops over
+# many steps therefore run as a loop over sub-chunks of a few steps each.
+_SLICE_BYTES = 512
+
+
+def _sub_chunk(y) -> int:
+    """Steps per innermost loop: as many as keep every stacked leaf of the state ``y`` (and the
+    scanned times) within :data:`_SLICE_BYTES`."""
+    widest = max((leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(y)), default=8)
+    return max(1, min(_SLICE_BYTES // 8, _SLICE_BYTES // max(widest, 1)))
+
+
+def _sub_scan(body, carry, xs, sub: int):
+    """``lax.scan(body, carry, xs)`` run as a scan over ``sub``-step scans (plus the left-over
+    steps); same values, same order."""
+    n = jax.tree.leaves(xs)[0].shape[0]
+    if sub <= 1 or n <= sub:
+        return jax.lax.scan(body, carry, xs)
+    m, r = divmod(n, sub)
+    main = jax.tree.map(lambda x: x[: m * sub].reshape((m, sub) + x.shape[1:]), xs)
+    carry, ys = jax.lax.scan(lambda c, x: jax.lax.scan(body, c, x), carry, main)
+    ys = jax.tree.map(lambda y: y.reshape((m * sub,) + y.shape[2:]), ys)
+    if r:
+        carry, ys_tail = jax.lax.scan(body, carry, jax.tree.map(lambda x: x[m * sub :], xs))
+        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, ys_tail)
+    return carry, ys
+
+
+def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None, sub: int = 1):
+    """``lax.scan``, nested in chunks of about ``chunk`` steps when given.
 
     With ``remat`` the outer body and each step are rematerialised (``jax.checkpoint``): reverse
     mode stores the carry once per chunk and per step only, and recomputes a step before
     transposing it, which on CPU is cheaper than writing and reading back the many small
-    residuals of a step (gradient / forward cost 5-7 instead of 10-13 for one heavy top,
-    ``benchmarks/throughput.py``). ``report(carry, xs_chunk)`` runs after each chunk (progress).
+    residuals of a step. Each chunk runs as loops of ``sub`` steps (:func:`_sub_chunk`), without
+    another rematerialisation. ``report(carry, xs_chunk)`` runs after each chunk (progress).
     """
     n = jax.tree.leaves(xs)[0].shape[0]
+    if chunk:
+        chunk = sub * max(1, round(chunk / sub)) if chunk > sub else chunk
     if not chunk or chunk >= n:
-        carry, ys = jax.lax.scan(body, carry, xs)
+        carry, ys = _sub_scan(body, carry, xs, sub)
         if report is not None:
             report(carry, xs)
         return carry, ys
@@ -217,11 +250,11 @@ def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None):
     # outer loop, in order, the last one at the final step.
     ys_head = None
     if r:
-        carry, ys_head = jax.lax.scan(body, carry, jax.tree.map(lambda x: x[:r], xs))
+        carry, ys_head = _sub_scan(body, carry, jax.tree.map(lambda x: x[:r], xs), sub)
     rest = jax.tree.map(lambda x: x[r:].reshape((q, chunk) + x.shape[1:]), xs)
 
     def outer(c, x):
-        c, y = jax.lax.scan(body, c, x)
+        c, y = _sub_scan(body, c, x, sub)
         if report is not None:
             report(c, x)
         return c, y
@@ -282,7 +315,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
     n = fractions.shape[0] - 1
     init = (y0, state0, zero, zero, RESULTS.where(True, RESULTS.successful, RESULTS.successful), _Failure.none(grid.dtype))
     xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
-    (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1, n))
+    (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1, n), _sub_chunk(y0))
     obs0 = solver.observe(model, y0)
     stats = Stats(jnp.asarray(n, jnp.int32), zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
     if saveat.steps:

@@ -204,19 +204,27 @@ def test_float32_smoke():
 
 
 def test_fast_so3_increment_matches_lie_group():
+    """Values and the hand-written derivative rule against the group's own exp and k2 (series
+    and closed forms written separately in ``difflie.lie``), at 0, at the Taylor switches, at 1
+    (k2's series switch) and next to pi."""
     from difflie.lie import _coefficients
     from difflie.solvers.rkmk import _so3_increment
 
     ws = jnp.array([[0.0, 0.0, 0.0], [1e-9, -2e-9, 1e-9], [3e-5, 1e-5, -2e-5], [1e-4, 0.0, 0.0],
-                    [0.3, -0.2, 0.5], [1.0, 2.0, -0.5], [0.0, 3.0, 0.1]])  # fmt: skip
+                    [0.00999, 0.0005, 0.0], [0.01001, 0.0, 0.0005], [0.3, -0.2, 0.5], [0.0, 0.9999, 0.0],
+                    [1.0001, 0.0, 0.0], [1.0, 2.0, -0.5], [0.0, 3.0, 0.1], [0.0, 0.0, 3.14159265]])  # fmt: skip
     E, k2 = _so3_increment(ws)
     np.testing.assert_allclose(E, SO3.exp(ws).matrix, atol=2e-16 * 8, rtol=0)
     np.testing.assert_allclose(k2, _coefficients.k2(jnp.sum(ws**2, -1)), rtol=1e-11)
-    # Gradients: finite at 0 and equal to the group's.
-    for w in ws[:5]:
+    for w in ws:
         ga = jax.jacfwd(lambda w: _so3_increment(w)[0])(w)
         gb = jax.jacfwd(lambda w: SO3.exp(w).matrix)(w)
         np.testing.assert_allclose(ga, gb, atol=1e-12)
+        ka = jax.jacfwd(lambda w: _so3_increment(w)[1])(w)
+        kb = jax.jacfwd(lambda w: _coefficients.k2(jnp.sum(w * w)))(w)
+        np.testing.assert_allclose(ka, kb, rtol=1e-8, atol=1e-15)
+        # Reverse mode transposes the same rule.
+        np.testing.assert_allclose(jax.jacrev(lambda w: _so3_increment(w)[1])(w), ka, rtol=1e-14, atol=1e-18)
         assert np.all(np.isfinite(jax.grad(lambda w: _so3_increment(w)[1])(w)))
 
 

@@ -18,11 +18,13 @@ from math import factorial
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
 from .. import eom
 from ..lie import SO3xR3, cross
+from ..lie._ops import hat
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
 
@@ -30,41 +32,90 @@ from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, But
 # Bernoulli numbers B_k / k! of dexpinv's series, k = 0..8 (with B_1 = +1/2 in this convention).
 _BERNOULLI = (1.0, 0.5, 1 / 6, 0.0, -1 / 30, 0.0, 1 / 42, 0.0, -1 / 30)
 _SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
+# k2(t^2) = (1 - (t/2) cot(t/2)) / t^2 = sum_n (-1)^n B_{2n+2} / (2n+2)! t^(2n), from B_2 .. B_24:
+# below t^2 = 1 the terms fall by ~1/40 each, and 12 of them reach rounding in float64.
+_B2N = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798,
+        -174611 / 330, 854513 / 138, -236364091 / 2730)  # fmt: skip
+_K2_SERIES = tuple((-1) ** n * b / factorial(2 * n + 2) for n, b in enumerate(_B2N))
 
 
 def _mv(M: Array, v: Array) -> Array:
     return jnp.sum(M * v[..., None, :], axis=-1)
 
 
-def _so3_increment(w: Array) -> tuple[Array, Array]:
-    """``exp(hat(w))`` and the ``dexpinv`` coefficient ``k2(|w|)`` from one ``sin``/``cos``.
+def _horner(coefficients, x: Array) -> Array:
+    out = jnp.full_like(x, coefficients[-1])
+    for c in coefficients[-2::-1]:
+        out = out * x + c
+    return out
 
-    ``exp = I + a W + b W^2`` with ``a = sin t / t``, ``b = (1 - cos t) / t^2`` and
-    ``W^2 = w w^T - t^2 I``; ``k2 = (1 - (t/2) cot(t/2)) / t^2 = (1 - t (1 + cos t) / (2 sin t)) / t^2``.
-    Same values as :meth:`difflie.lie.SO3.exp` and its ``dexpinv``, evaluated with a few fused
-    element-wise kernels (the RKMK stage loop is dominated by kernel count on CPU). Taylor
-    branches below ``t^2 < eps`` with safe inputs on the other branch (finite gradients at 0).
+
+def _increment_scalars(t2: Array):
+    """``1/t^2``, ``cos t``, ``phi`` and the coefficients ``a``, ``b``, ``k2`` at ``t^2 = |w|^2``,
+    and the Taylor masks.
+
+    ``a = sin t / t``, ``b = (1 - cos t) / t^2``, ``phi = (t/2) cot(t/2) = a / (2 b)`` and
+    ``k2 = (1 - phi) / t^2``. ``a`` and ``b`` switch to their series below ``t^2 < eps`` (where
+    the truncation is under rounding), ``k2`` below ``t^2 < 1`` (``1 - phi`` cancels), each with a
+    safe ``t^2`` on the other branch so that both stay finite.
+    """
+    small = t2 < (1e-4 if t2.dtype == jnp.float64 else 1e-2)
+    series = t2 < 1.0
+    t2s = jnp.where(small, 1.0, t2)
+    r2 = 1 / t2s
+    t = jnp.sqrt(t2s)
+    cos = jnp.cos(t)
+    a = jnp.where(small, 1 - t2 / 6 + t2 * t2 / 120, jnp.sin(t) / t)
+    b = jnp.where(small, 0.5 - t2 / 24 + t2 * t2 / 720, (1 - cos) * r2)
+    phi = 0.5 * a / b
+    k2 = jnp.where(series, _horner(_K2_SERIES, t2), (1 - phi) * r2)
+    return small, series, r2, cos, phi, a, b, k2
+
+
+def _exp_parts(w: Array, t2: Array) -> tuple[Array, Array]:
+    """``W = hat(w)`` and ``W^2 = w w^T - t^2 I``."""
+    WW = w[..., :, None] * w[..., None, :] - t2[..., None, None] * jnp.eye(3, dtype=w.dtype)
+    return hat(w), WW
+
+
+@jax.custom_jvp
+def _so3_increment(w: Array) -> tuple[Array, Array]:
+    """``exp(hat(w)) = I + a W + b W^2`` and the ``dexpinv`` coefficient ``k2(|w|)``.
+
+    Same values as :meth:`difflie.lie.SO3.exp` and its ``dexpinv``, from one ``sin``/``cos`` in
+    a few fused element-wise kernels (the RKMK stage loop is dominated by kernel count on CPU).
+    The derivative rule below multiplies by precomputed scalars only: its transpose, in
+    reverse mode, has no divisions (each was one more kernel per stage).
     """
     t2 = jnp.sum(w * w, axis=-1)
-    small = t2 < (1e-4 if t2.dtype == jnp.float64 else 1e-2)  # truncation < eps there
-    t2s = jnp.where(small, 1.0, t2)
-    t = jnp.sqrt(t2s)
-    sin, cos = jnp.sin(t), jnp.cos(t)
-    a = jnp.where(small, 1 - t2 / 6 + t2 * t2 / 120, sin / t)
-    b = jnp.where(small, 0.5 - t2 / 24 + t2 * t2 / 720, (1 - cos) / t2s)
-    k2 = jnp.where(small, 1 / 12 + t2 / 720 + t2 * t2 / 30240, (1 - t * (1 + cos) / (2 * sin)) / t2s)
-    z = jnp.zeros_like(w[..., 0])
-    W = jnp.stack(
-        [
-            jnp.stack([z, -w[..., 2], w[..., 1]], -1),
-            jnp.stack([w[..., 2], z, -w[..., 0]], -1),
-            jnp.stack([-w[..., 1], w[..., 0], z], -1),
-        ],
-        -2,
+    *_, a, b, k2 = _increment_scalars(t2)
+    W, WW = _exp_parts(w, t2)
+    return jnp.eye(3, dtype=w.dtype) + a[..., None, None] * W + b[..., None, None] * WW, k2
+
+
+@_so3_increment.defjvp
+def _so3_increment_jvp(primals, tangents):
+    """``d/dt2`` of the coefficients from their own values (no new division):
+    ``a' = (cos t - a) / (2 t^2)``, ``b' = (a/2 - b) / t^2``, ``k2' = (1/8 - k2 - phi k2 / 2) / t^2``
+    (``phi' = phi k2 / 2 - 1/8``), with their Taylor series on the small branch."""
+    (w,), (dw,) = primals, tangents
+    t2 = jnp.sum(w * w, axis=-1)
+    small, series, r2, cos, phi, a, b, k2 = _increment_scalars(t2)
+    da = jnp.where(small, -1 / 6 + t2 / 60 - t2 * t2 / 1680, 0.5 * (cos - a) * r2)
+    db = jnp.where(small, -1 / 24 + t2 / 360 - t2 * t2 / 13440, (0.5 * a - b) * r2)
+    dk2_series = _horner(tuple(n * c for n, c in enumerate(_K2_SERIES))[1:], t2)
+    dk2 = jnp.where(series, dk2_series, (0.125 - k2 - 0.5 * phi * k2) * r2)
+    W, WW = _exp_parts(w, t2)
+    eye = jnp.eye(3, dtype=w.dtype)
+    dt2 = 2 * jnp.sum(w * dw, axis=-1)
+    dWW = w[..., :, None] * dw[..., None, :] + dw[..., :, None] * w[..., None, :] - dt2[..., None, None] * eye
+    dE = (
+        (da * dt2)[..., None, None] * W
+        + a[..., None, None] * hat(dw)
+        + (db * dt2)[..., None, None] * WW
+        + b[..., None, None] * dWW
     )
-    WW = w[..., :, None] * w[..., None, :] - t2[..., None, None] * jnp.eye(3, dtype=w.dtype)
-    E = jnp.eye(3, dtype=w.dtype) + a[..., None, None] * W + b[..., None, None] * WW
-    return E, k2
+    return (eye + a[..., None, None] * W + b[..., None, None] * WW, k2), (dE, dk2 * dt2)
 
 
 class AbstractRKMK(AbstractSolver):
