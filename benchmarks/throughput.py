@@ -6,9 +6,10 @@
   sizes 1 .. 10^5 in float32 and float64, beside Exudyn's rate for one heavy top (rigid body
   with Euler parameters + spherical joint, its default implicit generalized-alpha solver)
   measured in the same run;
-* the time of a reverse-mode gradient over a 1000-step rollout divided by the forward time;
-* temporary memory of the compiled gradient against the number of steps, with and without
-  ``simulate``'s checkpointing (XLA's ``memory_analysis``);
+* the time of a reverse-mode gradient over a 1000-step rollout divided by the forward time,
+  with ``simulate``'s default checkpointing and with ``checkpoint="steps"``;
+* temporary memory of the compiled gradient against the number of steps, for both and without
+  checkpointing (XLA's ``memory_analysis``);
 * compile times.
 
 Timings are medians of repeated runs after a warm-up, with ``block_until_ready``. Everything is
@@ -131,13 +132,13 @@ def throughput(batches, dtype, steps_for, chunk_size):
     return rows
 
 
-def gradient_cost(steps=1000):
+def gradient_cost(steps=1000, checkpoint=True):
     p = jnp.concatenate([jnp.array([0.3, 0.47, 0.25]), jnp.array([0.5, 20.0, -1.0])])
     w = jnp.asarray(np.random.default_rng(0).normal(size=(3, 3)))
 
     def f(p):
         m = heavy_top(inertia=jnp.diag(p[:3]), omega0=p[3:])
-        sol = simulate(m, RKMK4(), 0.0, steps * DT, DT)
+        sol = simulate(m, RKMK4(), 0.0, steps * DT, DT, checkpoint=checkpoint)
         return jnp.sum(w * sol.rotation[-1, 0])
 
     ct_f, fwd = compile_time(f, p)
@@ -196,10 +197,12 @@ def main():
             name = f"{jnp.dtype(dtype).name}, " + (f"chunks of {chunk}" if chunk else "one vmap")
             sizes = batches if chunk else [b for b in batches if b <= 4096]
             results[name] = throughput(sizes, dtype, steps_for, chunk)
-    tf, tg, ctf, ctg = gradient_cost()
-    print(f"1000-step rollout: forward {tf * 1e3:.2f} ms, reverse gradient {tg * 1e3:.2f} ms, "
-          f"ratio {tg / tf:.2f}; compile forward {ctf:.1f} s, gradient {ctg:.1f} s", flush=True)
+    for checkpoint in (True, "steps"):
+        tf, tg, ctf, ctg = gradient_cost(checkpoint=checkpoint)
+        print(f"1000-step rollout, checkpoint={checkpoint}: forward {tf * 1e3:.2f} ms, reverse gradient "
+              f"{tg * 1e3:.2f} ms, ratio {tg / tf:.2f}; compile forward {ctf:.1f} s, gradient {ctg:.1f} s", flush=True)
     mem_ck = gradient_memory([100, 1000, 10_000], True)
+    mem_steps = gradient_memory([100, 1000, 10_000], "steps")
     mem_no = gradient_memory([100, 1000, 10_000], False)
 
     print("\n| dtype, batching | batch | steps | time (ms) | body-steps/s | x Exudyn | compile (s) |")
@@ -208,10 +211,10 @@ def main():
         for n, steps, t, rate, ct in rows:
             ratio = f"{rate / rate_exu:.1f}" if rate_exu else "n/a"
             print(f"| {name} | {n} | {steps} | {t * 1e3:.2f} | {rate:.3g} | {ratio} | {ct:.1f} |")
-    print("\n| steps | grad temp memory, checkpointed (KiB) | without checkpointing (KiB) |")
-    print("|---:|---:|---:|")
-    for (s, a), (_, b) in zip(mem_ck, mem_no):
-        print(f"| {s} | {a / 1024:.1f} | {b / 1024:.1f} |")
+    print('\n| steps | grad temp memory, checkpointed (KiB) | checkpoint="steps" (KiB) | without checkpointing (KiB) |')
+    print("|---:|---:|---:|---:|")
+    for (s, a), (_, b), (_, c) in zip(mem_ck, mem_steps, mem_no):
+        print(f"| {s} | {a / 1024:.1f} | {b / 1024:.1f} | {c / 1024:.1f} |")
 
 
 if __name__ == "__main__":

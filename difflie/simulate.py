@@ -226,25 +226,26 @@ def _sub_scan(body, carry, xs, sub: int):
     return carry, ys
 
 
-def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None, sub: int = 1):
+def _scan(body, carry, xs, chunk: int | None, remat: bool | str = True, report=None, sub: int = 1):
     """``lax.scan``, nested in chunks of about ``chunk`` steps when given.
 
-    With ``remat`` the outer body and each step are rematerialised (``jax.checkpoint``): reverse
-    mode stores the carry once per chunk and per step only, and recomputes a step before
+    With ``remat=True`` the outer body and each step are rematerialised (``jax.checkpoint``):
+    reverse mode stores the carry once per chunk and per step only, and recomputes a step before
     transposing it, which on CPU is cheaper than writing and reading back the many small
-    residuals of a step. Each chunk runs as loops of ``sub`` steps (:func:`_sub_chunk`), without
-    another rematerialisation. ``report(carry, xs_chunk)`` runs after each chunk (progress).
+    residuals of a step. ``remat="steps"`` rematerialises the steps only: one carry per step is
+    stored, and the chunk's recomputation is saved. Each chunk runs as loops of ``sub`` steps
+    (:func:`_sub_chunk`). ``report(carry, xs_chunk)`` runs after each chunk (progress).
     """
     n = jax.tree.leaves(xs)[0].shape[0]
     if chunk:
         chunk = sub * max(1, round(chunk / sub)) if chunk > sub else chunk
+    if remat:
+        body = jax.checkpoint(body, prevent_cse=False)
     if not chunk or chunk >= n:
         carry, ys = _sub_scan(body, carry, xs, sub)
         if report is not None:
             report(carry, xs)
         return carry, ys
-    if remat:
-        body = jax.checkpoint(body, prevent_cse=False)
     q, r = divmod(n, chunk)
     # The r left-over steps run first, unreported, so that every report comes from inside the
     # outer loop, in order, the last one at the final step.
@@ -259,7 +260,7 @@ def _scan(body, carry, xs, chunk: int | None, remat: bool = True, report=None, s
             report(c, x)
         return c, y
 
-    carry, ys = jax.lax.scan(jax.checkpoint(outer) if remat else outer, carry, rest)
+    carry, ys = jax.lax.scan(jax.checkpoint(outer) if remat is True else outer, carry, rest)
     ys = jax.tree.map(lambda y: y.reshape((q * chunk,) + y.shape[2:]), ys)
     if ys_head is not None:
         ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys_head, ys)
@@ -520,7 +521,7 @@ def simulate(
     stepsize_controller: ConstantStepSize | PIDController = ConstantStepSize(),
     max_steps: int = 100_000,
     n_steps: int | None = None,
-    checkpoint: bool = True,
+    checkpoint: bool | str = True,
     adjoint: str = "checkpointed",
     throw: bool = True,
     progress: bool | Callable | None = None,
@@ -530,8 +531,10 @@ def simulate(
     ``dt`` is the fixed step (``ConstantStepSize``; ``n_steps`` overrides it when the times are
     traced) or the initial step of an adaptive run (``PIDController``, bounded by
     ``max_steps`` attempted steps). Fixed steps with ``SaveAt(ts=...)`` add the save times
-    that are off the uniform grid as step ends. ``checkpoint`` nests the fixed-step scan so
-    reverse mode keeps ``O(sqrt n)`` states. With ``throw=True`` an unsuccessful result
+    that are off the uniform grid as step ends. ``checkpoint`` (fixed steps) sets what reverse
+    mode keeps: ``True`` nests the scan in rematerialised chunks of ~sqrt(n) steps, ``O(sqrt n)``
+    states; ``"steps"`` one state per step (``O(n)`` memory, each step recomputed once: the
+    cheapest reverse pass on CPU); ``False`` every intermediate XLA needs (no recomputation). With ``throw=True`` an unsuccessful result
     (non-finite state, step-size underflow, ``max_steps``, Newton failure) raises.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
     mode with bounded memory; no forward mode) or ``"forward"`` (a plain bounded while loop:
@@ -547,6 +550,8 @@ def simulate(
     Compiled once per model structure; works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
     """
     progress = _progress_fn(progress)
+    if checkpoint not in (True, False, "steps"):
+        raise ValueError(f"simulate: checkpoint must be True, False or 'steps', got {checkpoint!r}")
     if adjoint not in ("checkpointed", "forward"):
         raise ValueError(f"simulate: adjoint must be 'checkpointed' or 'forward', got {adjoint!r}")
     if not isinstance(solver, AbstractSolver):

@@ -282,3 +282,6 @@ def test_reverse_mode_memory_grows_sublinearly():
     plain_small, plain_large = temp_bytes(256, False), temp_bytes(4096, False)
     assert large < 8 * small, (small, large)
     assert plain_large > 12 * plain_small, (plain_small, plain_large)  # the control grows linearly
+    # checkpoint="steps" keeps one state per step: linear too, but far below every residual.
+    steps_small, steps_large = temp_bytes(256, "steps"), temp_bytes(4096, "steps")
+    assert steps_large > 8 * steps_small and steps_large < plain_large / 8, (steps_small, steps_large)

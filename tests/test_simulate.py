@@ -131,6 +131,8 @@ def test_bad_input():
         PIDController(rtol=0.0, atol=0.0)
     with pytest.raises(ValueError, match="n_steps"):
         jax.jit(lambda t1: simulate(TOP, RKMK4(), 0.0, t1, 1e-3).ts)(1.0)
+    with pytest.raises(ValueError, match="checkpoint must be"):
+        simulate(TOP, RKMK4(), 0.0, 1.0, 1e-3, checkpoint="sqrt")
     with pytest.raises(ValueError, match="AbstractSolver"):
         simulate(TOP, "rk4", 0.0, 1.0, 1e-3)
 
@@ -155,8 +157,9 @@ def test_jit_and_vmap():
 def test_grad_matches_finite_differences():
     loss = lambda w, m, ck=True: jnp.dot(_final_com(w, m, ck), jnp.array([1.0, 2.0, 3.0]))  # noqa: E731
     g = jax.jit(jax.grad(loss, argnums=(0, 1)))(150.0, 15.0)
-    g_plain = jax.grad(lambda w, m: loss(w, m, False), argnums=(0, 1))(150.0, 15.0)
-    np.testing.assert_allclose(g, g_plain, rtol=1e-12)
+    for ck in (False, "steps"):
+        g_other = jax.grad(lambda w, m: loss(w, m, ck), argnums=(0, 1))(150.0, 15.0)
+        np.testing.assert_allclose(g, g_other, rtol=1e-12)
     eps = 1e-5
     fd_w = (loss(150.0 + eps, 15.0) - loss(150.0 - eps, 15.0)) / (2 * eps)
     fd_m = (loss(150.0, 15.0 + eps) - loss(150.0, 15.0 - eps)) / (2 * eps)
@@ -231,8 +234,12 @@ def test_newton_failure_reports_time_iterations_and_residual():
         simulate(heavy_top_spherical(), GeneralizedAlpha(max_iterations=1), 0.0, 0.05, 1e-2)
 
 
-@pytest.mark.parametrize("n,chunk,sub", [(1, None, 7), (13, None, 7), (14, None, 7), (200, 14, 7), (1000, 31, 7), (97, 9, 1), (50, 60, 7)])
-def test_nested_scan_matches_plain_scan(n, chunk, sub):
+@pytest.mark.parametrize(
+    "n,chunk,sub,remat",
+    [(1, None, 7, True), (13, None, 7, True), (14, None, 7, False), (200, 14, 7, True), (1000, 31, 7, True),
+     (97, 9, 1, True), (50, 60, 7, True), (200, 14, 7, "steps"), (200, 14, 7, False)],
+)  # fmt: skip
+def test_nested_scan_matches_plain_scan(n, chunk, sub, remat):
     """The chunked, sub-chunked scan runs the same steps in the same order as ``lax.scan``:
     same carry, same per-step outputs, progress reports in order, the last at the final step."""
     from difflie.simulate import _scan
@@ -245,13 +252,13 @@ def test_nested_scan_matches_plain_scan(n, chunk, sub):
     ref_c, ref_ys = jax.lax.scan(body, jnp.asarray(0.1), xs)
     reports = []
     report = lambda c, x: jax.debug.callback(lambda *a: reports.append(a), c, x[-1])  # noqa: E731
-    c, ys = jax.jit(lambda c0: _scan(body, c0, xs, chunk, True, report, sub))(jnp.asarray(0.1))
+    c, ys = jax.jit(lambda c0: _scan(body, c0, xs, chunk, remat, report, sub))(jnp.asarray(0.1))
     np.testing.assert_array_equal(c, ref_c)
     np.testing.assert_array_equal(ys[0], ref_ys[0])
     np.testing.assert_array_equal(ys[1], xs)
     assert len(reports) >= 1 and reports[-1][1] == xs[-1] and reports[-1][0] == ref_c
     assert [float(r[1]) for r in reports] == sorted(float(r[1]) for r in reports)
-    g = jax.grad(lambda c0: _scan(body, c0, xs, chunk, True, None, sub)[0])(jnp.asarray(0.1))
+    g = jax.grad(lambda c0: _scan(body, c0, xs, chunk, remat, None, sub)[0])(jnp.asarray(0.1))
     np.testing.assert_allclose(g, 0.5**n, rtol=1e-12)
 
 
