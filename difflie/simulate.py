@@ -1,7 +1,8 @@
 """The time loop: :func:`simulate`, what to save (:class:`SaveAt`), step-size control, results.
 
 Fixed steps run as a ``lax.scan`` nested in chunks of about ``sqrt(n)`` steps whose inner scan is
-rematerialised (``jax.checkpoint``), so reverse mode stores ``O(sqrt n)`` states. Adaptive steps
+rematerialised (``jax.checkpoint``), so reverse mode stores ``O(sqrt n)`` states (or one per step
+with ``checkpoint="steps"``, for the cheapest reverse pass). Adaptive steps
 run in a bounded ``equinox.internal.while_loop`` with online checkpointing (reverse mode works,
 memory bounded by the number of checkpoints).
 """
