@@ -535,8 +535,9 @@ def simulate(
     that are off the uniform grid as step ends. ``checkpoint`` (fixed steps) sets what reverse
     mode keeps: ``True`` nests the scan in rematerialised chunks of ~sqrt(n) steps, ``O(sqrt n)``
     states; ``"steps"`` one state per step (``O(n)`` memory, each step recomputed once: the
-    cheapest reverse pass on CPU); ``False`` every intermediate XLA needs (no recomputation). With ``throw=True`` an unsuccessful result
-    (non-finite state, step-size underflow, ``max_steps``, Newton failure) raises.
+    cheapest reverse pass on CPU); ``False`` every intermediate XLA needs (no recomputation).
+    With ``throw=True`` an unsuccessful result (non-finite state, step-size underflow,
+    ``max_steps``, Newton failure) raises.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
     mode with bounded memory; no forward mode) or ``"forward"`` (a plain bounded while loop:
     forward mode, ``jax.jvp``/``jax.jacfwd``, but no reverse mode). With ``throw=False`` a failed

@@ -57,10 +57,13 @@ def _frac(values) -> tuple[float, ...]:
 _SINC = _frac(Fraction((-1) ** k, factorial(2 * k + 1)) for k in range(6))
 _COSC = _frac(Fraction((-1) ** k, factorial(2 * k + 2)) for k in range(6))
 _K1 = _frac(Fraction((-1) ** k, factorial(2 * k + 3)) for k in range(6))
-_K2 = _frac(
-    [Fraction(1, 12), Fraction(1, 720), Fraction(1, 30240), Fraction(1, 1209600),
-     Fraction(1, 47900160), Fraction(691, 1307674368000)]
-)
+# k2 = sum_n (-1)^n B_{2n+2} / (2n+2)! t^n, from the Bernoulli numbers B_2 .. B_24: through
+# theta**22, so that RKMK's increment (``difflie.solvers.rkmk``) can use it up to theta = 1 (the
+# terms fall by ~1/40 each; 12 reach float64 rounding there).
+_B2N = (Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30), Fraction(5, 66),
+        Fraction(-691, 2730), Fraction(7, 6), Fraction(-3617, 510), Fraction(43867, 798),
+        Fraction(-174611, 330), Fraction(854513, 138), Fraction(-236364091, 2730))  # fmt: skip
+_K2 = _frac((-1) ** n * b / factorial(2 * n + 2) for n, b in enumerate(_B2N))
 _K3 = _frac(
     [Fraction(1, 360), Fraction(1, 7560), Fraction(1, 201600), Fraction(1, 5987520),
      Fraction(691, 130767436800), Fraction(1, 6227020800)]

@@ -24,6 +24,7 @@ from jaxtyping import Array
 
 from .. import eom
 from ..lie import SO3xR3, cross
+from ..lie._coefficients import _K2, _poly
 from ..lie._ops import hat
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
@@ -32,22 +33,12 @@ from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, But
 # Bernoulli numbers B_k / k! of dexpinv's series, k = 0..8 (with B_1 = +1/2 in this convention).
 _BERNOULLI = (1.0, 0.5, 1 / 6, 0.0, -1 / 30, 0.0, 1 / 42, 0.0, -1 / 30)
 _SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
-# k2(t^2) = (1 - (t/2) cot(t/2)) / t^2 = sum_n (-1)^n B_{2n+2} / (2n+2)! t^(2n), from B_2 .. B_24:
-# below t^2 = 1 the terms fall by ~1/40 each, and 12 of them reach rounding in float64.
-_B2N = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510, 43867 / 798,
-        -174611 / 330, 854513 / 138, -236364091 / 2730)  # fmt: skip
-_K2_SERIES = tuple((-1) ** n * b / factorial(2 * n + 2) for n, b in enumerate(_B2N))
+# Taylor series of d k2 / d t^2, from that of k2 (``difflie.lie._coefficients._K2``).
+_DK2 = tuple(n * c for n, c in enumerate(_K2))[1:]
 
 
 def _mv(M: Array, v: Array) -> Array:
     return jnp.sum(M * v[..., None, :], axis=-1)
-
-
-def _horner(coefficients, x: Array) -> Array:
-    out = jnp.full_like(x, coefficients[-1])
-    for c in coefficients[-2::-1]:
-        out = out * x + c
-    return out
 
 
 def _increment_scalars(t2: Array):
@@ -68,14 +59,16 @@ def _increment_scalars(t2: Array):
     a = jnp.where(small, 1 - t2 / 6 + t2 * t2 / 120, jnp.sin(t) / t)
     b = jnp.where(small, 0.5 - t2 / 24 + t2 * t2 / 720, (1 - cos) * r2)
     phi = 0.5 * a / b
-    k2 = jnp.where(series, _horner(_K2_SERIES, t2), (1 - phi) * r2)
+    k2 = jnp.where(series, _poly(_K2, t2), (1 - phi) * r2)
     return small, series, r2, cos, phi, a, b, k2
 
 
-def _exp_parts(w: Array, t2: Array) -> tuple[Array, Array]:
-    """``W = hat(w)`` and ``W^2 = w w^T - t^2 I``."""
-    WW = w[..., :, None] * w[..., None, :] - t2[..., None, None] * jnp.eye(3, dtype=w.dtype)
-    return hat(w), WW
+def _exp_parts(w: Array, t2: Array, a: Array, b: Array) -> tuple[Array, Array, Array]:
+    """``E = I + a W + b W^2``, ``W = hat(w)`` and ``W^2 = w w^T - t^2 I``."""
+    eye = jnp.eye(3, dtype=w.dtype)
+    W = hat(w)
+    WW = w[..., :, None] * w[..., None, :] - t2[..., None, None] * eye
+    return eye + a[..., None, None] * W + b[..., None, None] * WW, W, WW
 
 
 @jax.custom_jvp
@@ -89,8 +82,7 @@ def _so3_increment(w: Array) -> tuple[Array, Array]:
     """
     t2 = jnp.sum(w * w, axis=-1)
     *_, a, b, k2 = _increment_scalars(t2)
-    W, WW = _exp_parts(w, t2)
-    return jnp.eye(3, dtype=w.dtype) + a[..., None, None] * W + b[..., None, None] * WW, k2
+    return _exp_parts(w, t2, a, b)[0], k2
 
 
 @_so3_increment.defjvp
@@ -103,19 +95,18 @@ def _so3_increment_jvp(primals, tangents):
     small, series, r2, cos, phi, a, b, k2 = _increment_scalars(t2)
     da = jnp.where(small, -1 / 6 + t2 / 60 - t2 * t2 / 1680, 0.5 * (cos - a) * r2)
     db = jnp.where(small, -1 / 24 + t2 / 360 - t2 * t2 / 13440, (0.5 * a - b) * r2)
-    dk2_series = _horner(tuple(n * c for n, c in enumerate(_K2_SERIES))[1:], t2)
-    dk2 = jnp.where(series, dk2_series, (0.125 - k2 - 0.5 * phi * k2) * r2)
-    W, WW = _exp_parts(w, t2)
-    eye = jnp.eye(3, dtype=w.dtype)
+    dk2 = jnp.where(series, _poly(_DK2, t2), (0.125 - k2 - 0.5 * phi * k2) * r2)
+    E, W, WW = _exp_parts(w, t2, a, b)
     dt2 = 2 * jnp.sum(w * dw, axis=-1)
-    dWW = w[..., :, None] * dw[..., None, :] + dw[..., :, None] * w[..., None, :] - dt2[..., None, None] * eye
+    dWW = w[..., :, None] * dw[..., None, :] + dw[..., :, None] * w[..., None, :]
+    dWW = dWW - dt2[..., None, None] * jnp.eye(3, dtype=w.dtype)
     dE = (
         (da * dt2)[..., None, None] * W
         + a[..., None, None] * hat(dw)
         + (db * dt2)[..., None, None] * WW
         + b[..., None, None] * dWW
     )
-    return (eye + a[..., None, None] * W + b[..., None, None] * WW, k2), (dE, dk2 * dt2)
+    return (E, k2), (dE, dk2 * dt2)
 
 
 class AbstractRKMK(AbstractSolver):
