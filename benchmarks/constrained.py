@@ -15,6 +15,7 @@ scipy==1.10.1 sympy==1.12 matplotlib==3.7.5``; ``--c2-python c2env/bin/python``.
 
     python benchmarks/constrained.py [--repeats 5] [--t1 3] [--theta 1e-3] [--quick]
         [--c2 PATH/C2 --c2-python PATH/python] [--models "single pendulum,four link"] [--xla-defaults]
+        [--extrapolation 3] [--matrix-reuse 1]
 
 Compiled with ``difflie.xla.jit`` (XLA's own loops for reductions on CPU); ``--xla-defaults`` uses
 plain ``jax.jit``.
@@ -101,6 +102,10 @@ def main():
     parser.add_argument("--c2-python", default="python", help="a Python with numpy < 2 for C2")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
     parser.add_argument("--xla-defaults", action="store_true", help="plain jax.jit, not difflie.xla.jit")
+    parser.add_argument("--extrapolation", type=int, default=3,
+                        help="degree of Newton's extrapolated start (0: the last values, as C2)")  # fmt: skip
+    parser.add_argument("--matrix-reuse", type=int, default=1,
+                        help="steps one iteration matrix serves (1: a new one every step, as C2)")  # fmt: skip
     args = parser.parse_args()
     jit = jax.jit if args.xla_defaults else xla.jit
     if args.quick:
@@ -109,7 +114,9 @@ def main():
     print(f"platform: {platform.machine()}, jax {jax.__version__}, devices {jax.devices()}, load average {load:.1f}")
     print(f"compiled with {'jax.jit (XLA defaults)' if args.xla_defaults else f'difflie.xla.jit {xla.compiler_options()}'}")
     theta = "1e-11/h^2" if args.theta is None else f"{args.theta:g}"
-    print(f"BackwardEuler, h = {args.dt}, t1 = {args.t1} s, Theta = {theta}, median of {args.repeats}\n")
+    print(f"BackwardEuler, h = {args.dt}, t1 = {args.t1} s, Theta = {theta}, extrapolation {args.extrapolation}, "
+          f"matrix reuse {args.matrix_reuse}, "
+          f"median of {args.repeats}\n")
     c2 = args.c2 is not None
     head = "| model | formulation | s per simulated s (median) | min | us/step | Newton it./step | rp/this | paper C1, C2 |"
     print(head + (" C2 s/s (same run) | C2 / difflie |" if c2 else ""))
@@ -119,7 +126,8 @@ def main():
         model = MODELS[name]()
         row = {}
         for form in FORMULATIONS:
-            solver = dl.BackwardEuler(formulation=form, tol=args.theta)
+            solver = dl.BackwardEuler(formulation=form, tol=args.theta, extrapolation=args.extrapolation,
+                                      matrix_reuse=args.matrix_reuse)  # fmt: skip
 
             def run(m, solver=solver):
                 sol = dl.simulate(m, solver, 0.0, args.t1, args.dt)

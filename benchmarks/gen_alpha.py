@@ -113,6 +113,10 @@ def main():
         "difflie full Newton": GeneralizedAlpha(),
         "difflie modified Newton (matrix per step)": GeneralizedAlpha(newton="modified", reuse_across_steps=False),
         "difflie modified Newton (matrix kept across steps)": GeneralizedAlpha(newton="modified"),
+        # Newton started from vdot1 = vdot0, lambda1 = lambda0 as in seed 002 (no extrapolation):
+        "difflie modified Newton (matrix per step), seed's start": GeneralizedAlpha(
+            newton="modified", reuse_across_steps=False, extrapolation=0
+        ),
     }
     if exu is None:
         print("exudyn is not importable: only difflie runs (pip install exudyn to compare)")

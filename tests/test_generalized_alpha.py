@@ -123,8 +123,8 @@ def test_modified_newton_same_solution(top, top_runs):
     assert bool(out["ok"]) and float(out["phi"]) < 1e-10
     full = top_runs[h]
     np.testing.assert_allclose(out["y"].position, full["y"].position, atol=1e-8)
-    assert int(out["cache"].updates) < 1000  # fewer factorisations than steps
-    assert int(full["cache"].updates) >= 1000 * float(full["mean_its"]) - 1  # full: one per iteration
+    assert int(out["cache"].matrix.updates) < 1000  # fewer factorisations than steps
+    assert int(full["cache"].matrix.updates) >= 1000 * float(full["mean_its"]) - 1  # full: one per iteration
     assert float(out["mean_its"]) > float(full["mean_its"])
 
 
@@ -292,3 +292,14 @@ def test_float32_inputs_stay_float32_under_x64():
     with jax.numpy_dtype_promotion("strict"):
         sol = simulate(model, GeneralizedAlpha(), 0.0, 3e-3, 1e-3)
     assert sol.position.dtype == f32 and sol.rotation.dtype == f32
+
+
+def test_extrapolated_start_fewer_iterations_same_solution(top, top_runs):
+    """The cubic predictor of vdot and lambda (default) against the seed's vdot1 = vdot0 start:
+    same solution, fewer Newton iterations at h = 1e-3 (measured 1.14 against 2.00)."""
+    h = 1e-3
+    plain = run(GeneralizedAlpha(extrapolation=0), top, h)
+    out = top_runs[h]
+    assert bool(plain["ok"]) and bool(out["ok"])
+    np.testing.assert_allclose(out["y"].position, plain["y"].position, atol=1e-9)
+    assert float(plain["mean_its"]) >= 1.9 and float(out["mean_its"]) <= 1.3, (plain["mean_its"], out["mean_its"])

@@ -28,14 +28,16 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
 from ..kinematics import assemble, project_velocity
 from ..lie import cross
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from . import linear
 from .newton import Newton, newton_solve
+from .predictor import History
 
 
 class BackwardEulerState(eqx.Module):
@@ -65,6 +67,16 @@ def _dynamics(model, form: AbstractFormulation, t, r, rot, rdot, rate, acc) -> F
     return jac.join(rows_r, rows_rot)
 
 
+class BackwardEulerSolverState(eqx.Module):
+    """Carried between steps besides the state: the recent solutions that start Newton, and the
+    factored iteration matrix with its age in steps and its step size (``matrix_reuse > 1``)."""
+
+    history: History | None
+    factors: linear.Factors | None
+    age: Int[Array, ""]
+    dt: Float[Array, ""]
+
+
 class _Constraints(eqx.Module):
     """An empty constraint set for free bodies (rp still has its normalisation rows)."""
 
@@ -81,7 +93,13 @@ class BackwardEuler(AbstractSolver):
 
     ``tol``: Newton tolerance on ``||delta||_2`` (accelerations and multipliers); default
     ``tol_constant / h^2``. ``modified=True`` factors the iteration matrix once per step (the
-    seed's codes), ``False`` re-evaluates it every iteration (full Newton).
+    seed's codes), ``False`` re-evaluates it every iteration (full Newton). ``extrapolation``:
+    degree of the polynomial through the last steps' accelerations and multipliers that starts
+    Newton (:mod:`difflie.solvers.predictor`); ``0`` starts from the last values, as the seed's
+    codes do. ``matrix_reuse``: modified Newton keeps one factored iteration matrix for up to
+    this many steps (``1``: a new one every step, as the seed's codes). It is rebuilt sooner
+    after a step that needed more than two iterations, when the step size or (re) the chart
+    changes, and a step that does not converge on a kept matrix is solved again on a fresh one.
     """
 
     formulation: str = eqx.field(static=True, default="rA")
@@ -89,11 +107,17 @@ class BackwardEuler(AbstractSolver):
     tol_constant: float = 1e-11
     max_steps: int = eqx.field(static=True, default=20)
     modified: bool = eqx.field(static=True, default=True)
+    extrapolation: int = eqx.field(static=True, default=3)
+    matrix_reuse: int = eqx.field(static=True, default=1)
 
     order: ClassVar[int] = 1
 
     def __check_init__(self):
         get_formulation(self.formulation)  # raises ValueError on an unknown name
+        if not isinstance(self.extrapolation, int) or self.extrapolation < 0:
+            raise ValueError(f"BackwardEuler.extrapolation must be an integer >= 0, got {self.extrapolation!r}")
+        if not isinstance(self.matrix_reuse, int) or self.matrix_reuse < 1:
+            raise ValueError(f"BackwardEuler.matrix_reuse must be an integer >= 1, got {self.matrix_reuse!r}")
 
     @property
     def form(self) -> AbstractFormulation:
@@ -102,7 +126,7 @@ class BackwardEuler(AbstractSolver):
     def _newton_tol(self, h):
         return self.tol_constant / h**2 if self.tol is None else jnp.asarray(self.tol, h.dtype)
 
-    def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, None]:
+    def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, BackwardEulerSolverState]:
         form = self.form
         dtype = jnp.result_type(model.r0)
         t0 = jnp.asarray(t0, dtype)
@@ -127,7 +151,43 @@ class BackwardEuler(AbstractSolver):
         kkt = jnp.block([[Mq, G.T], [G, jnp.zeros((m, m), dtype)]])
         sol = jnp.linalg.solve(kkt, jnp.concatenate([-E0, gam]))
         y0 = BackwardEulerState(r, rot, rdot, rate, sol[:n], sol[n:])
-        return y0, None
+        history = History.start(self.extrapolation, t0, sol) if self.extrapolation else None
+        k = sol.shape[0]
+        factors = (jnp.zeros((k, k), dtype), jnp.zeros((k, k), dtype)) if self._keeps_matrix else None
+        stale = jnp.array(self.matrix_reuse, jnp.int32)  # the first step builds its matrix
+        return y0, BackwardEulerSolverState(history, factors, stale, jnp.zeros((), dtype))
+
+    @property
+    def _keeps_matrix(self) -> bool:
+        return self.modified and self.matrix_reuse > 1
+
+    def _solve(self, model, t1, h, y0, x0, state: BackwardEulerSolverState):
+        """Newton on the step residual: ``(solution, factors, fresh, iterations)``, the last
+        including those of a failed attempt on a kept matrix."""
+        newton = Newton(tol=self._newton_tol(h), max_steps=self.max_steps, modified=self.modified)
+        args = (model, t1, h, y0)
+
+        def solve(factors=None):
+            return newton_solve(lambda x, a: self.residual(a[0], a[1], a[2], a[3], x), x0, args, newton, factors=factors)
+
+        if not self._keeps_matrix:
+            sol = solve()
+            return sol, None, jnp.array(True), sol.num_steps
+
+        def fresh_factors():
+            mat = jax.jacfwd(lambda x: self.residual(model, t1, h, y0, x))(x0)
+            return jax.lax.stop_gradient(linear.factor(mat))
+
+        same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
+        fresh = (state.age >= self.matrix_reuse) | ~same_h
+        factors = jax.lax.cond(fresh, fresh_factors, lambda: state.factors)
+        sol = solve(factors)
+        # A kept matrix that fails: solve the step again on a fresh one.
+        retry = ~fresh & (sol.result != RESULTS.successful)
+        factors = jax.lax.cond(retry, fresh_factors, lambda: factors)
+        first = sol.num_steps
+        sol = jax.lax.cond(retry, lambda: solve(factors), lambda: sol)
+        return sol, factors, fresh | retry, jnp.where(retry, first + sol.num_steps, sol.num_steps)
 
     def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
         """The step residual in the unknowns ``x = [a, lambda]`` (written once)."""
@@ -147,9 +207,10 @@ class BackwardEuler(AbstractSolver):
     def step(self, model, t0, t1, y0: BackwardEulerState, solver_state):
         form = self.form
         h = jnp.asarray(t1 - t0, y0.position.dtype)
-        x0 = jnp.concatenate([y0.acceleration, y0.multipliers])
-        newton = Newton(tol=self._newton_tol(h), max_steps=self.max_steps, modified=self.modified)
-        sol = newton_solve(lambda x, args: self.residual(args[0], args[1], args[2], args[3], x), x0, (model, t1, h, y0), newton)
+        t1 = jnp.asarray(t1, h.dtype)
+        history = solver_state.history
+        x0 = jnp.concatenate([y0.acceleration, y0.multipliers]) if history is None else history.guess(t1)
+        sol, factors, fresh, iterations = self._solve(model, t1, h, y0, x0, solver_state)
         nb = y0.position.shape[0]
         n = jac.num_coordinates(form, nb)
         acc, lam = sol.value[:n], sol.value[n:]
@@ -157,12 +218,19 @@ class BackwardEuler(AbstractSolver):
         rdot1, rate1 = jac.split(form, v1, nb)
         r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
         rddot1, rate_dot1 = jac.split(form, acc, nb)
-        rot1, rate1, rate_dot1 = form.reframe(rot1, rate1, rate_dot1)
-        y1 = BackwardEulerState(r1, rot1, rdot1, rate1, jac.join(rddot1, rate_dot1), lam)
+        rot1_chart, rate1, rate_dot1 = form.reframe(rot1, rate1, rate_dot1)
+        y1 = BackwardEulerState(r1, rot1_chart, rdot1, rate1, jac.join(rddot1, rate_dot1), lam)
+        rechart = jnp.any(rot1_chart != rot1)  # (re) older values and matrices do not apply
+        if history is not None:
+            x1 = jnp.concatenate([y1.acceleration, lam])
+            history = jax.lax.stop_gradient(history.push(t1, x1, rechart))  # only starts Newton
+        age = jnp.where(fresh, 1, solver_state.age + 1)
+        age = jnp.where(rechart | (sol.num_steps > 2), self.matrix_reuse, age).astype(jnp.int32)
+        state1 = BackwardEulerSolverState(history, factors, age, jax.lax.stop_gradient(h))
         finite = jnp.all(jnp.isfinite(sol.value))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
-        stats = StepStats(evaluations=sol.num_steps, newton_iterations=sol.num_steps, residual=sol.correction_norm)
-        return y1, None, solver_state, stats, result
+        stats = StepStats(evaluations=iterations, newton_iterations=iterations, residual=sol.correction_norm)
+        return y1, None, state1, stats, result
 
     def observe(self, model, y: BackwardEulerState) -> BodyState:
         form = self.form

@@ -32,6 +32,7 @@ from ..lie import cross, hat
 from . import linear
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .newton import value_and_jacfwd
+from .predictor import History
 
 
 def alpha_coefficients(rho_inf: float | Array) -> tuple[Any, Any, Any, Any]:
@@ -67,6 +68,14 @@ class IterationMatrix(eqx.Module):
     valid: Bool[Array, ""]
     dt: Float[Array, ""]  # step size the matrix was built for
     updates: Int[Array, ""]  # number of factorisations so far (diagnostic)
+
+
+class GeneralizedAlphaSolverState(eqx.Module):
+    """What a step passes to the next besides the state: the kept iteration matrix and the
+    recent accelerations and multipliers that predict the next step's."""
+
+    matrix: IterationMatrix
+    history: History | None
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,6 +210,9 @@ class GeneralizedAlpha(AbstractSolver):
     - ``max_iterations``: Newton iteration limit per step; beyond it the step reports
       ``RESULTS.newton_failed``.
     - ``scaling``: Bottasso scaling of the iteration matrix (on by default).
+    - ``extrapolation``: Newton starts from ``vdot1`` and ``lambda1`` extrapolated by a
+      polynomial of this degree through the last steps' (:mod:`difflie.solvers.predictor`);
+      ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (seed 002).
     """
 
     rho_inf: float = 0.9
@@ -213,6 +225,7 @@ class GeneralizedAlpha(AbstractSolver):
     max_reuse: int = eqx.field(static=True, default=8)
     reuse_across_steps: bool = eqx.field(static=True, default=True)
     scaling: bool = eqx.field(static=True, default=True)
+    extrapolation: int = eqx.field(static=True, default=3)
 
     order: ClassVar[int] = 2
 
@@ -223,6 +236,8 @@ class GeneralizedAlpha(AbstractSolver):
             raise ValueError(f"GeneralizedAlpha: newton must be 'full' or 'modified', got {self.newton!r}")
         if self.max_iterations < 1 or self.max_reuse < 1:
             raise ValueError("GeneralizedAlpha: max_iterations and max_reuse must be >= 1")
+        if not isinstance(self.extrapolation, int) or self.extrapolation < 0:
+            raise ValueError(f"GeneralizedAlpha: extrapolation must be an integer >= 0, got {self.extrapolation!r}")
 
     def _tolerances(self, dtype):
         f64 = jnp.finfo(dtype).bits == 64
@@ -265,15 +280,17 @@ class GeneralizedAlpha(AbstractSolver):
             dt=jnp.zeros((), x.dtype),
             updates=jnp.array(0, jnp.int32),
         )
-        return y0, cache
+        history = History.start(self.extrapolation, t0, _predicted(y0)) if self.extrapolation else None
+        return y0, GeneralizedAlphaSolverState(cache, history)
 
     def observe(self, model, y: GeneralizedAlphaState) -> BodyState:
         del model
         return BodyState(y.position, y.rotation, y.velocity, y.angular_velocity)
 
     # ---------------------------------------------------------------------------------------
-    def _residual_fn(self, model, t1, h, y0):
-        """``x -> (F(x), dyn_scale)`` for the unknown ``x = (dq, s lambda)`` (flat)."""
+    def _residual_fn(self, model, t1, h, y0, guess=None):
+        """``x -> (F(x), dyn_scale)`` for the unknown ``x = (dq, s lambda)`` (flat), and the
+        predictor from ``guess = [vdot1, lambda1]`` (flat; default ``[vdot0, lambda0]``)."""
         alpha_m, alpha_f, gamma, beta = alpha_coefficients(self.rho_inf)
         nb = y0.position.shape[0]
         s = beta * h**2 if self.scaling else jnp.ones_like(h)
@@ -294,10 +311,11 @@ class GeneralizedAlpha(AbstractSolver):
             dyn, phi, scale = _dynamics(model, t1, x1, R1, v1, vdot1, lam)
             return jnp.concatenate([s * dyn.reshape(-1), phi]), scale
 
-        # Predictor: vdot1 = vdot0, i.e. a1 = (vdot0 - alpha_m a0) / (1 - alpha_m).
-        a1 = (vdot0 - alpha_m * a0) / (1 - alpha_m)
+        # Predictor: a1 from the guessed vdot1 through the alpha relation.
+        vdot1, lam1 = (vdot0, y0.multipliers) if guess is None else (guess[: 6 * nb].reshape(nb, 6), guess[6 * nb :])
+        a1 = ((1 - alpha_f) * vdot1 + alpha_f * vdot0 - alpha_m * a0) / (1 - alpha_m)
         dq_pred = h * v0 + h**2 * (0.5 - beta) * a0 + h**2 * beta * a1
-        x_pred = jnp.concatenate([dq_pred.reshape(-1), s * y0.multipliers])
+        x_pred = jnp.concatenate([dq_pred.reshape(-1), s * lam1])
         return fn, unpack, x_pred, s
 
     def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h):
@@ -372,7 +390,7 @@ class GeneralizedAlpha(AbstractSolver):
         new_cache = IterationMatrix(out["factors"], out["valid"], h, out["updates"])
         return out["x"], out["it"], out["done"], jnp.max(jnp.abs(out["F"])), new_cache
 
-    def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: IterationMatrix):
+    def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: GeneralizedAlphaSolverState):
         dtype = y0.position.dtype
         t1 = jnp.asarray(t1, dtype)
         h = t1 - jnp.asarray(t0, dtype)
@@ -381,17 +399,26 @@ class GeneralizedAlpha(AbstractSolver):
 
         # Newton on a gradient-free copy, then the implicit-function theorem for derivatives.
         h_ng = jax.lax.stop_gradient(h)
-        fn_ng, _, x_pred, s = self._residual_fn(_no_grad(model), jax.lax.stop_gradient(t1), h_ng, _no_grad(y0))
-        x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state, h_ng)
+        history = solver_state.history
+        guess = None if history is None else history.guess(jax.lax.stop_gradient(t1))
+        fn_ng, _, x_pred, s = self._residual_fn(_no_grad(model), jax.lax.stop_gradient(t1), h_ng, _no_grad(y0), guess)
+        x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state.matrix, h_ng)
         x_star = jax.lax.stop_gradient(x_star)
         x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, linear.tangent_solve)
 
         x1, R1, v1, vdot1, a1, lam = unpack(x_star)
         y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)
+        if history is not None:
+            history = history.push(jax.lax.stop_gradient(t1), jax.lax.stop_gradient(_predicted(y1)))
         result = RESULTS.where(ok, RESULTS.successful, RESULTS.newton_failed)
         # Residual evaluations (the predictor's and one per iteration); Jacobians not counted.
         stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations, residual=residual)
-        return y1, None, jax.lax.stop_gradient(cache), stats, result
+        return y1, None, GeneralizedAlphaSolverState(jax.lax.stop_gradient(cache), history), stats, result
+
+
+def _predicted(y: GeneralizedAlphaState) -> Float[Array, " k"]:
+    """The extrapolated quantities of a state: ``[vdot (flat), lambda]``."""
+    return jnp.concatenate([y.acceleration.reshape(-1), y.multipliers])
 
 
 def _initial_conditions(model):

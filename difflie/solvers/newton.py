@@ -69,13 +69,16 @@ def newton_solve(
     solver: Newton = Newton(),
     *,
     jac: Float[Array, "n n"] | None = None,
+    factors: linear.Factors | None = None,
     scale: Float[Array, " n"] | None = None,
 ) -> NewtonSolution:
     """Solve ``fn(x, args) = 0`` from ``x0``; differentiable in ``args`` by the IFT.
 
     ``fn`` maps a pytree to a pytree of the same total size (flattened internally). ``jac``
     (optional, modified Newton only) is the iteration matrix to use instead of ``dF/dx(x0)``;
-    it is not differentiated. ``scale`` (optional) weights the correction in the stopping test.
+    it is not differentiated. ``factors`` (optional, modified Newton only): that matrix already
+    factored (:func:`difflie.solvers.linear.factor`), e.g. kept from an earlier step. ``scale``
+    (optional) weights the correction in the stopping test.
     """
     flat0, unravel = ravel_pytree(x0)
     n = flat0.shape[0]
@@ -92,11 +95,13 @@ def newton_solve(
 
     def solve(f, x_init):
         # The first iteration takes F(x_init) from the forward pass that builds the matrix.
-        if jac is None or not solver.modified:
-            f0, mat0 = value_and_jacfwd(f, x_init)
+        if solver.modified and factors is not None:
+            f0, factors0 = f(x_init), factors
+        elif solver.modified and jac is not None:
+            f0, factors0 = f(x_init), linear.factor(jac.astype(x_init.dtype))
         else:
-            f0, mat0 = f(x_init), jac.astype(x_init.dtype)
-        factors0 = linear.factor(mat0)
+            f0, mat0 = value_and_jacfwd(f, x_init)
+            factors0 = linear.factor(mat0)
 
         def update(x, fx, factors):
             delta = linear.solve_factored(factors, fx)

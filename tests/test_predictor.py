@@ -1,0 +1,113 @@
+"""How the implicit solvers start and run Newton: the starting guess by polynomial extrapolation
+(difflie.solvers.predictor) and BackwardEuler's iteration matrix kept across steps. Both change
+the cost (iterations, Jacobians), not the solution or its gradient."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import difflie as dl
+from difflie.solvers.predictor import History
+
+
+def _cubic(t):
+    return jnp.stack([1.0 - 2.0 * t + 0.5 * t**2 + 3.0 * t**3, jnp.sin(0.0 * t) + 4.0 * t**2])
+
+
+def test_extrapolation_exact_for_cubics_on_unequal_steps():
+    times = [0.0, 0.1, 0.25, 0.3, 0.42]
+    hist = History.start(3, jnp.asarray(times[0]), _cubic(jnp.asarray(times[0])))
+    for t in times[1:]:
+        hist = hist.push(jnp.asarray(t), _cubic(jnp.asarray(t)))
+    assert int(hist.count) == 4  # capped at order + 1; the oldest point was dropped
+    t = jnp.asarray(0.5)
+    np.testing.assert_allclose(hist.guess(t), _cubic(t), rtol=1e-12)
+    np.testing.assert_allclose(jnp.sum(hist.weights(t)), 1.0, rtol=1e-14)
+
+
+def test_extrapolation_degree_grows_with_the_points_kept_and_restarts():
+    f = lambda t: jnp.array([2.0 + 3.0 * t, t**2])  # noqa: E731
+    hist = History.start(3, jnp.asarray(1.0), f(1.0))
+    np.testing.assert_allclose(hist.guess(jnp.asarray(2.0)), f(1.0))  # one point: constant
+    hist = hist.push(jnp.asarray(1.5), f(1.5))
+    np.testing.assert_allclose(hist.guess(jnp.asarray(2.0)), [8.0, 2.0 * 2.25 - 1.0])  # linear
+    hist = hist.push(jnp.asarray(1.75), f(1.75))
+    np.testing.assert_allclose(hist.guess(jnp.asarray(2.0)), f(2.0), rtol=1e-13)  # quadratic: exact
+    hist = hist.push(jnp.asarray(1.9), f(1.9), restart=True)
+    assert int(hist.count) == 1
+    np.testing.assert_allclose(hist.guess(jnp.asarray(2.0)), f(1.9))
+
+
+@pytest.mark.parametrize("cls", [dl.BackwardEuler, dl.GeneralizedAlpha])
+def test_extrapolation_must_be_a_nonnegative_integer(cls):
+    with pytest.raises(ValueError, match="extrapolation"):
+        cls(extrapolation=-1)
+    with pytest.raises(ValueError, match="extrapolation"):
+        cls(extrapolation=1.5)
+
+
+def _be(model, formulation, extrapolation, t1=0.3, h=1e-3, reuse=1):
+    solver = dl.BackwardEuler(formulation=formulation, extrapolation=extrapolation, matrix_reuse=reuse)
+    sol = dl.simulate(model, solver, 0.0, t1, h)
+    return np.asarray(sol.position[-1]), int(sol.stats.newton_iterations) / int(sol.stats.steps)
+
+
+@pytest.mark.parametrize("formulation", ["rA", "rp", "re"])
+def test_backward_euler_one_iteration_per_step_same_solution(formulation):
+    """Driven single pendulum: the paper's start (last values) takes 2 Newton iterations per
+    step; the cubic predictor's first correction is already below the tolerance."""
+    model = dl.models.single_pendulum()
+    pos0, its0 = _be(model, formulation, 0)
+    pos3, its3 = _be(model, formulation, 3)
+    assert its0 >= 1.99 and its3 <= 1.1, (its0, its3)
+    np.testing.assert_allclose(pos3, pos0, atol=1e-10)
+
+
+def test_backward_euler_mechanism_same_solution():
+    """Slider crank (three bodies, driven): fewer iterations, same positions."""
+    model = dl.models.slider_crank()
+    pos0, its0 = _be(model, "rA", 0, t1=0.2)
+    pos3, its3 = _be(model, "rA", 3, t1=0.2)
+    assert its3 < 0.8 * its0, (its0, its3)
+    np.testing.assert_allclose(pos3, pos0, atol=1e-10)
+
+
+def test_matrix_reuse_must_be_a_positive_integer():
+    with pytest.raises(ValueError, match="matrix_reuse"):
+        dl.BackwardEuler(matrix_reuse=0)
+
+
+@pytest.mark.parametrize("reuse", [10, 10**6])
+def test_kept_matrix_same_solution(reuse):
+    """Slider crank with one iteration matrix for 10 steps, or until a step needs a third
+    iteration (10**6): same positions, and still well under the two iterations per step that
+    starting from the last values takes. t1 is not a multiple of h, so the last, shorter step
+    needs a fresh matrix too."""
+    model = dl.models.slider_crank()
+    pos1, its1 = _be(model, "rA", 3, t1=0.2004)
+    pos, its = _be(model, "rA", 3, t1=0.2004, reuse=reuse)
+    np.testing.assert_allclose(pos, pos1, atol=1e-10)
+    assert its <= 1.4, its
+
+
+def test_kept_matrix_constraints_and_gradient():
+    """Double pendulum (free), re: position constraints hold after every step, and the
+    implicit-function-theorem gradient (kept matrices) matches finite differences of runs with
+    a fresh matrix every step."""
+    h, n = 1e-3, 40
+
+    def final_z(g, reuse):
+        model = dl.models.double_pendulum(gravity=jnp.array([0.0, 0.0, -g]))
+        solver = dl.BackwardEuler(formulation="re", matrix_reuse=reuse)
+        return dl.simulate(model, solver, 0.0, n * h, h).position[-1, 1, 2]
+
+    grad = jax.grad(final_z)(9.81, 10)
+    fd = (final_z(9.81 + 1e-4, 1) - final_z(9.81 - 1e-4, 1)) / 2e-4  # fresh matrices
+    np.testing.assert_allclose(grad, fd, rtol=1e-6)
+    model = dl.models.double_pendulum()
+    sol = dl.simulate(model, dl.BackwardEuler(formulation="rA", matrix_reuse=10), 0.0, n * h, h,
+                      saveat=dl.SaveAt(steps=True))  # fmt: skip
+    origins = sol.position - jnp.einsum("sbij,bj->sbi", sol.rotation, model.bodies.com)
+    residual = jax.vmap(lambda t, o, R: model.constraints.residual(t, o, R))(sol.ts, origins, sol.rotation)
+    assert float(jnp.max(jnp.abs(residual))) < 1e-10
