@@ -104,7 +104,7 @@ def main():
     parser.add_argument("--xla-defaults", action="store_true", help="plain jax.jit, not difflie.xla.jit")
     parser.add_argument("--extrapolation", type=int, default=3,
                         help="degree of Newton's extrapolated start (0: the last values, as C2)")  # fmt: skip
-    parser.add_argument("--matrix-reuse", type=int, default=1,
+    parser.add_argument("--matrix-reuse", type=int, default=30,
                         help="steps one iteration matrix serves (1: a new one every step, as C2)")  # fmt: skip
     args = parser.parse_args()
     jit = jax.jit if args.xla_defaults else xla.jit

@@ -32,6 +32,14 @@ def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"
     return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)[:, 0]
 
 
+def inverse(factors: Factors) -> Float[Array, "n n"]:
+    """``A^{-1}`` from :func:`factor`'s result: for a matrix kept over many solves, where one
+    matrix-vector product is cheaper than two triangular solves."""
+    lu, p = factors
+    y = jax.lax.linalg.triangular_solve(lu, p, left_side=True, lower=True, unit_diagonal=True)
+    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
+
+
 def solve(mat: Float[Array, "n n"], b: Float[Array, " n"]) -> Float[Array, " n"]:
     """``A^{-1} b`` for one dense matrix (factor, then solve)."""
     return solve_factored(factor(mat), b)

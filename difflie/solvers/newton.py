@@ -69,15 +69,15 @@ def newton_solve(
     solver: Newton = Newton(),
     *,
     jac: Float[Array, "n n"] | None = None,
-    factors: linear.Factors | None = None,
+    inverse: Float[Array, "n n"] | None = None,
     scale: Float[Array, " n"] | None = None,
 ) -> NewtonSolution:
     """Solve ``fn(x, args) = 0`` from ``x0``; differentiable in ``args`` by the IFT.
 
     ``fn`` maps a pytree to a pytree of the same total size (flattened internally). ``jac``
     (optional, modified Newton only) is the iteration matrix to use instead of ``dF/dx(x0)``;
-    it is not differentiated. ``factors`` (optional, modified Newton only): that matrix already
-    factored (:func:`difflie.solvers.linear.factor`), e.g. kept from an earlier step. ``scale``
+    it is not differentiated. ``inverse`` (optional, modified Newton only): the inverse of such a
+    matrix (:func:`difflie.solvers.linear.inverse`), e.g. kept from an earlier step. ``scale``
     (optional) weights the correction in the stopping test.
     """
     flat0, unravel = ravel_pytree(x0)
@@ -95,16 +95,20 @@ def newton_solve(
 
     def solve(f, x_init):
         # The first iteration takes F(x_init) from the forward pass that builds the matrix.
-        if solver.modified and factors is not None:
-            f0, factors0 = f(x_init), factors
-        elif solver.modified and jac is not None:
-            f0, factors0 = f(x_init), linear.factor(jac.astype(x_init.dtype))
+        if solver.modified and inverse is not None:
+            f0, solve0 = f(x_init), lambda fx: inverse.astype(fx.dtype) @ fx
         else:
-            f0, mat0 = value_and_jacfwd(f, x_init)
+            if solver.modified and jac is not None:
+                f0, mat0 = f(x_init), jac.astype(x_init.dtype)
+            else:
+                f0, mat0 = value_and_jacfwd(f, x_init)
             factors0 = linear.factor(mat0)
 
-        def update(x, fx, factors):
-            delta = linear.solve_factored(factors, fx)
+            def solve0(fx):
+                return linear.solve_factored(factors0, fx)
+
+        def update(x, fx, solve_with):
+            delta = solve_with(fx)
             x_new = x - delta
             return x_new, jnp.linalg.norm(w * delta), jnp.all(jnp.isfinite(x_new))
 
@@ -115,13 +119,13 @@ def newton_solve(
         def body(carry):
             x, k, _, _ = carry
             if solver.modified:
-                x, dnorm, ok = update(x, f(x), factors0)
+                x, dnorm, ok = update(x, f(x), solve0)
             else:
                 fx, mat = value_and_jacfwd(f, x)
-                x, dnorm, ok = update(x, fx, linear.factor(mat))
+                x, dnorm, ok = update(x, fx, lambda b: linear.solve(mat, b))
             return x, k + 1, dnorm, ok
 
-        x1, dnorm1, ok1 = update(x_init, f0, factors0)
+        x1, dnorm1, ok1 = update(x_init, f0, solve0)
         init = (x1, jnp.array(1, jnp.int32), dnorm1, ok1)
         x, k, dnorm, ok = jax.lax.while_loop(cond, body, init)
         # Auxiliary outputs travel as floats: custom_root gives them float tangents.
