@@ -21,7 +21,7 @@ from jaxtyping import Array, Float, Int
 
 from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation, get_formulation
-from .solvers.base import RESULTS
+from .solvers.base import RESULTS, no_grad
 
 
 class KinematicsSolution(eqx.Module):
@@ -60,6 +60,11 @@ def assemble(
 
     Returns ``(r, rot, iterations, residual_norm)``; defaults to the model's initial state.
     Works for any number of degrees of freedom (``G`` of full row rank).
+
+    The iterations run without derivatives; one more minimum-norm step from their result, with
+    the start's and the model's derivatives attached, gives the derivative of the projection
+    (``dq = (I - G^+ G) dq_start - G^+ dPsi/dp``; exact when the start is consistent), so
+    reverse-mode gradients pass through an assembly (no ``while_loop`` to transpose).
     """
     _check_model(model)
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
@@ -69,21 +74,30 @@ def assemble(
     cons = model.constraints
     t = jnp.asarray(t, r.dtype)
 
+    def gauss_newton(cons, com, t, r, rot):
+        G = jac.jacobian(cons, com, form, t, r, rot)
+        res = jac.psi(cons, com, form, t, r, rot)
+        delta = G.T @ jnp.linalg.solve(G @ G.T, res)
+        r, rot = jac.chart(form, r, rot, -delta)
+        return r, rot, jnp.linalg.norm(delta)
+
+    cons_ng, com_ng, t_ng = no_grad((cons, com, t))
+
     def cond(carry):
         _, _, k, dnorm = carry
         return (k < max_steps) & (dnorm >= tol)
 
     def body(carry):
         r, rot, k, _ = carry
-        G = jac.jacobian(cons, com, form, t, r, rot)
-        res = jac.psi(cons, com, form, t, r, rot)
-        delta = G.T @ jnp.linalg.solve(G @ G.T, res)
-        r, rot = jac.chart(form, r, rot, -delta)
-        return r, rot, k + 1, jnp.linalg.norm(delta)
+        r, rot, dnorm = gauss_newton(cons_ng, com_ng, t_ng, r, rot)
+        return r, rot, k + 1, dnorm
 
-    res0 = jnp.linalg.norm(jac.psi(cons, com, form, t, r, rot))
-    init = (r, rot, jnp.array(0, jnp.int32), jnp.where(res0 < tol, jnp.zeros_like(res0), jnp.inf))
-    r, rot, k, _ = jax.lax.while_loop(cond, body, init)
+    r_ng, rot_ng = no_grad((r, rot))
+    res0 = jnp.linalg.norm(jac.psi(cons_ng, com_ng, form, t_ng, r_ng, rot_ng))
+    init = (r_ng, rot_ng, jnp.array(0, jnp.int32), jnp.where(res0 < tol, jnp.zeros_like(res0), jnp.inf))
+    r_hat, rot_hat, k, _ = jax.lax.while_loop(cond, body, init)
+    # The value stays (r_hat, rot_hat) up to a step below tol; the tangents are the start's.
+    r, rot, _ = gauss_newton(cons, com, t, r_hat + (r - r_ng), rot_hat + (rot - rot_ng))
     return r, rot, k, jnp.max(jnp.abs(jac.psi(cons, com, form, t, r, rot)))
 
 

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..solvers import linear
-from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
+from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
 from ..solvers.generalized_alpha import alpha_coefficients
 from .absolute_model import AbsoluteModel
 
@@ -122,7 +122,7 @@ class LGTGeneralizedAlpha(AbstractSolver):
 
         residual, _ = residual_fn(model, t1, h, y0)
         nograd = jax.lax.stop_gradient
-        fn_ng, X_pred = residual_fn(_no_grad(model), nograd(t1), nograd(h), _no_grad(y0))
+        fn_ng, X_pred = residual_fn(no_grad(model), nograd(t1), nograd(h), no_grad(y0))
         shape = X_pred.shape
 
         def flat(fn):
@@ -163,8 +163,3 @@ class LGTGeneralizedAlpha(AbstractSolver):
 
     def observe(self, model, y: LGTAlphaState) -> BodyState:
         return model.body_state(y.q, y.V)
-
-
-def _no_grad(tree):
-    dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
-    return eqx.combine(jax.lax.stop_gradient(dynamic), static)

@@ -91,3 +91,10 @@ class AbstractSolver(eqx.Module):
         total = sum(jnp.sum(r) for r in ratios)
         count = sum(r.size for r in ratios)
         return jnp.sqrt(total / count)
+
+
+def no_grad(tree: PyTree) -> PyTree:
+    """``tree`` with its floating-point arrays under ``jax.lax.stop_gradient`` (other leaves
+    kept): what an iteration loop runs on before its result is differentiated otherwise."""
+    dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
+    return eqx.combine(jax.lax.stop_gradient(dynamic), static)

@@ -30,7 +30,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ..lie import cross, hat
 from . import linear
-from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
 from .newton import value_and_jacfwd
 from .predictor import History
 
@@ -181,11 +181,6 @@ def _constraint_acceleration(model, t, x, R, v, vdot):
 
     tau0 = jnp.zeros((), x.dtype)
     return jax.jvp(phi_dot, (tau0,), (jnp.ones_like(tau0),))[1]
-
-
-def _no_grad(tree):
-    dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
-    return eqx.combine(jax.lax.stop_gradient(dynamic), static)
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,7 +396,7 @@ class GeneralizedAlpha(AbstractSolver):
         h_ng = jax.lax.stop_gradient(h)
         history = solver_state.history
         guess = None if history is None else history.guess(jax.lax.stop_gradient(t1))
-        fn_ng, _, x_pred, s = self._residual_fn(_no_grad(model), jax.lax.stop_gradient(t1), h_ng, _no_grad(y0), guess)
+        fn_ng, _, x_pred, s = self._residual_fn(no_grad(model), jax.lax.stop_gradient(t1), h_ng, no_grad(y0), guess)
         x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state.matrix, h_ng)
         x_star = jax.lax.stop_gradient(x_star)
         x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, linear.tangent_solve)
