@@ -211,7 +211,7 @@ def test_scaling_conditions_the_iteration_matrix(top):
     def matrix_and_step(solver, h):
         y0, st = solver.init(top, 0.0, h)
         fn, _, x_pred, _ = solver._residual_fn(top, h, h, y0)
-        return jax.jacfwd(lambda z: fn(z)[0])(x_pred), solver.step(top, 0.0, h, y0, st)[0]
+        return jax.jacfwd(lambda z: fn((z[:6], z[6:]))[0])(x_pred), solver.step(top, 0.0, h, y0, st)[0]
 
     conds, steps = {}, {}
     for scaling in (True, False):

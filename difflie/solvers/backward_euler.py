@@ -36,7 +36,7 @@ from ..kinematics import assemble, project_velocity
 from ..lie import cross
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from . import linear
-from .newton import Newton, newton_solve
+from .newton import Newton, newton_solve, value_and_jacobian
 from .predictor import History
 
 
@@ -179,7 +179,7 @@ class BackwardEuler(AbstractSolver):
             return sol, None, jnp.array(True), sol.num_steps
 
         def fresh_inverse():
-            mat = jax.jacfwd(lambda x: self.residual(model, t1, h, y0, x))(x0)
+            _, mat = value_and_jacobian(lambda x: self.residual(model, t1, h, y0, x), x0)
             return jax.lax.stop_gradient(linear.inverse(linear.factor(mat)))
 
         same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
@@ -194,13 +194,13 @@ class BackwardEuler(AbstractSolver):
         return sol, inverse, fresh | retry, jnp.where(retry, first + sol.num_steps, sol.num_steps)
 
     def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
-        """The step residual in the unknowns ``x = [a, lambda]`` (written once)."""
+        """The step residual in the unknowns ``x = (a, lambda)`` (written once; two arrays, so
+        that the iteration matrix takes the multipliers' columns through ``G^T lambda`` only)."""
         form = self.form
         cons = _constraints(model)
-        com = jnp.asarray(model.bodies.com, x.dtype)
+        acc, lam = x
+        com = jnp.asarray(model.bodies.com, acc.dtype)
         nb = y0.position.shape[0]
-        n = jac.num_coordinates(form, nb)
-        acc, lam = x[:n], x[n:]
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
         rdot1, rate1 = jac.split(form, v1, nb)
         r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
@@ -213,11 +213,12 @@ class BackwardEuler(AbstractSolver):
         h = jnp.asarray(t1 - t0, y0.position.dtype)
         t1 = jnp.asarray(t1, h.dtype)
         history = solver_state.history
-        x0 = jnp.concatenate([y0.acceleration, y0.multipliers]) if history is None else history.guess(t1)
+        n = y0.acceleration.shape[0]
+        guess = None if history is None else history.guess(t1)
+        x0 = (y0.acceleration, y0.multipliers) if guess is None else (guess[:n], guess[n:])
         sol, inverse, fresh, iterations = self._solve(model, t1, h, y0, x0, solver_state)
         nb = y0.position.shape[0]
-        n = jac.num_coordinates(form, nb)
-        acc, lam = sol.value[:n], sol.value[n:]
+        acc, lam = sol.value
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
         rdot1, rate1 = jac.split(form, v1, nb)
         r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
@@ -231,7 +232,7 @@ class BackwardEuler(AbstractSolver):
         age = jnp.where(fresh, 1, solver_state.age + 1)
         age = jnp.where(rechart | (sol.num_steps > 2), self.matrix_reuse, age).astype(jnp.int32)
         state1 = BackwardEulerSolverState(history, inverse, age, jax.lax.stop_gradient(h))
-        finite = jnp.all(jnp.isfinite(sol.value))
+        finite = jnp.all(jnp.isfinite(acc)) & jnp.all(jnp.isfinite(lam))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
         stats = StepStats(evaluations=iterations, newton_iterations=iterations, residual=sol.correction_norm)
         return y1, None, state1, stats, result

@@ -31,7 +31,7 @@ from jaxtyping import Array, Bool, Float, Int
 from ..lie import cross, hat
 from . import linear
 from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
-from .newton import value_and_jacfwd
+from .newton import value_and_jacobian
 from .predictor import History
 
 
@@ -284,8 +284,10 @@ class GeneralizedAlpha(AbstractSolver):
 
     # ---------------------------------------------------------------------------------------
     def _residual_fn(self, model, t1, h, y0, guess=None):
-        """``x -> (F(x), dyn_scale)`` for the unknown ``x = (dq, s lambda)`` (flat), and the
-        predictor from ``guess = [vdot1, lambda1]`` (flat; default ``[vdot0, lambda0]``)."""
+        """``(dq, s lambda) -> (F, dyn_scale)`` (two flat arrays: the iteration matrix then
+        takes the multipliers' columns through ``B^T lambda`` only), ``unpack`` of the flat
+        unknown ``x = [dq, s lambda]``, and the predictor from ``guess = [vdot1, lambda1]``
+        (flat; default ``[vdot0, lambda0]``)."""
         alpha_m, alpha_f, gamma, beta = alpha_coefficients(self.rho_inf)
         nb = y0.position.shape[0]
         s = beta * h**2 if self.scaling else jnp.ones_like(h)
@@ -293,16 +295,19 @@ class GeneralizedAlpha(AbstractSolver):
         a0, vdot0 = y0.algorithmic_acceleration, y0.acceleration
 
         def unpack(xflat):
-            dq = xflat[: 6 * nb].reshape(nb, 6)
-            lam = xflat[6 * nb :] / s
+            return unpack_parts(_split(xflat, 6 * nb))
+
+        def unpack_parts(parts):
+            dq = parts[0].reshape(nb, 6)
+            lam = parts[1] / s
             a1 = (dq - h * v0 - h**2 * (0.5 - beta) * a0) / (h**2 * beta)
             v1 = v0 + h * (1 - gamma) * a0 + h * gamma * a1
             vdot1 = ((1 - alpha_m) * a1 + alpha_m * a0 - alpha_f * vdot0) / (1 - alpha_f)
             x1, R1 = _compose(y0.position, y0.rotation, dq)
             return x1, R1, v1, vdot1, a1, lam
 
-        def fn(xflat):
-            x1, R1, v1, vdot1, _, lam = unpack(xflat)
+        def fn(parts):
+            x1, R1, v1, vdot1, _, lam = unpack_parts(parts)
             dyn, phi, scale = _dynamics(model, t1, x1, R1, v1, vdot1, lam)
             return jnp.concatenate([s * dyn.reshape(-1), phi]), scale
 
@@ -314,14 +319,24 @@ class GeneralizedAlpha(AbstractSolver):
         return fn, unpack, x_pred, s
 
     def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h):
-        """Full or modified Newton on ``fn``; ``(x, iterations, converged, max |F(x)|, cache)``.
+        """Full or modified Newton on ``fn`` (of the parts of ``x``);
+        ``(x, iterations, converged, max |F(x)|, cache)``.
 
-        The first ``n_dyn`` entries of ``fn(x)[0]`` are the scaled dynamic rows, the rest
-        the constraint residual.
+        The first ``n_dyn`` entries of ``F`` are the scaled dynamic rows, the rest the
+        constraint residual.
         """
         rtol, atol, ctol = self._tolerances(x0.dtype)
         full = self.newton == "full"
-        jac = jax.jacfwd(lambda z: fn(z)[0])
+        fn_parts = fn
+
+        def fn(x):
+            return fn_parts(_split(x, n_dyn))
+
+        def value_and_jac(x):
+            return value_and_jacobian(lambda parts: fn_parts(parts)[0], _split(x, n_dyn))
+
+        def jac(x):
+            return value_and_jac(x)[1]
 
         def converged(F, scale):
             dyn = F[:n_dyn] / s
@@ -374,7 +389,7 @@ class GeneralizedAlpha(AbstractSolver):
         if full or not self.reuse_across_steps:
             # The first iteration builds its matrix at x0: F(x0) is the primal of that forward
             # pass, and the iteration runs before the loop (which then always starts afresh).
-            F0, J0 = value_and_jacfwd(lambda z: fn(z)[0], x0)
+            F0, J0 = value_and_jac(x0)
             init = iterate(dict(start, F=F0, updates=cache.updates), linear.factor(J0), True)
         else:
             F0, _ = fn(x0)
@@ -399,7 +414,7 @@ class GeneralizedAlpha(AbstractSolver):
         fn_ng, _, x_pred, s = self._residual_fn(no_grad(model), jax.lax.stop_gradient(t1), h_ng, no_grad(y0), guess)
         x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state.matrix, h_ng)
         x_star = jax.lax.stop_gradient(x_star)
-        x_star = jax.lax.custom_root(lambda z: fn(z)[0], x_star, lambda f, guess: guess, linear.tangent_solve)
+        x_star = jax.lax.custom_root(lambda z: fn(_split(z, n_dyn))[0], x_star, lambda f, guess: guess, linear.tangent_solve)
 
         x1, R1, v1, vdot1, a1, lam = unpack(x_star)
         y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)
@@ -409,6 +424,11 @@ class GeneralizedAlpha(AbstractSolver):
         # Residual evaluations (the predictor's and one per iteration); Jacobians not counted.
         stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations, residual=residual)
         return y1, None, GeneralizedAlphaSolverState(jax.lax.stop_gradient(cache), history), stats, result
+
+
+def _split(x: Float[Array, " k"], n_dyn: int) -> tuple[Float[Array, " n"], Float[Array, " m"]]:
+    """The flat unknown ``[dq, s lambda]`` as its two parts."""
+    return x[:n_dyn], x[n_dyn:]
 
 
 def _predicted(y: GeneralizedAlphaState) -> Float[Array, " k"]:

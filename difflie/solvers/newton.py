@@ -2,7 +2,7 @@
 
 Solves ``F(x, args) = 0`` for a pytree ``x`` with
 
-    x_{k+1} = x_k - J^{-1} F(x_k),      J = dF/dx  (``jax.jacfwd``),
+    x_{k+1} = x_k - J^{-1} F(x_k),      J = dF/dx  (``jax.jacfwd``, one leaf of x at a time),
 
 recomputing ``J`` every iteration (full Newton) or factoring it once at the initial guess, or
 taking a caller-supplied matrix (modified / chord Newton). The iteration stops successfully when
@@ -62,6 +62,25 @@ def value_and_jacfwd(f, x):
     return value, jac
 
 
+def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> tuple[Array, Array]:
+    """``(f(x), J)`` with ``J = df/dx`` over ``x`` flattened as ``ravel_pytree`` does, built one
+    leaf of ``x`` at a time: each leaf's columns by its own ``jax.jacfwd`` with the other leaves
+    held fixed. Their tangents are then symbolic zeros, so a leaf that enters ``f`` through a
+    small part of it (the multipliers, through ``G^T lambda`` only) costs that part and not a pass
+    of its columns through all of ``f``. ``f`` returns a flat vector."""
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    value, blocks = None, []
+    for i, leaf in enumerate(leaves):
+
+        def f_leaf(z, i=i):
+            return f(jax.tree_util.tree_unflatten(treedef, leaves[:i] + [z] + leaves[i + 1 :]))
+
+        value_i, jac_i = value_and_jacfwd(f_leaf, leaf)
+        value = value_i if value is None else value
+        blocks.append(jac_i.reshape(value_i.shape[0], -1))
+    return value, jnp.concatenate(blocks, axis=1)
+
+
 def newton_solve(
     fn: Callable[[PyTree, Any], PyTree],
     x0: PyTree,
@@ -93,6 +112,9 @@ def newton_solve(
     def flat_fn(x):
         return ravel_pytree(fn(unravel(x), args))[0]
 
+    def value_and_matrix(x):
+        return value_and_jacobian(lambda xt: ravel_pytree(fn(xt, args))[0], unravel(x))
+
     def solve(f, x_init):
         # The first iteration takes F(x_init) from the forward pass that builds the matrix.
         if solver.modified and inverse is not None:
@@ -101,7 +123,7 @@ def newton_solve(
             if solver.modified and jac is not None:
                 f0, mat0 = f(x_init), jac.astype(x_init.dtype)
             else:
-                f0, mat0 = value_and_jacfwd(f, x_init)
+                f0, mat0 = value_and_matrix(x_init)
             factors0 = linear.factor(mat0)
 
             def solve0(fx):
@@ -121,7 +143,7 @@ def newton_solve(
             if solver.modified:
                 x, dnorm, ok = update(x, f(x), solve0)
             else:
-                fx, mat = value_and_jacfwd(f, x)
+                fx, mat = value_and_matrix(x)
                 x, dnorm, ok = update(x, fx, lambda b: linear.solve(mat, b))
             return x, k + 1, dnorm, ok
 

@@ -1,0 +1,84 @@
+"""The shared Newton solver (difflie.solvers.newton): the leaf-by-leaf iteration matrix against
+``jax.jacfwd`` of the flattened residual, and solves of a saddle-point system in two leaves
+(accelerations and multipliers, as the implicit steps pose them) against its closed form."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+import difflie as dl
+from difflie.solvers.backward_euler import BackwardEuler
+from difflie.solvers.newton import Newton, newton_solve, value_and_jacobian
+
+RNG = np.random.default_rng(11)
+A = jnp.asarray(RNG.normal(size=(4, 2, 3)))
+B = jnp.asarray(RNG.normal(size=(4, 5)))
+
+
+def _f(x):
+    """A nonlinear map of a pytree (a (2, 3) leaf, a 5-vector entering linearly, an empty leaf)."""
+    u, (w, e) = x
+    return jnp.concatenate([jnp.sin(jnp.einsum("kij,ij->k", A, u)) * jnp.sum(u**2) + B @ w, jnp.tanh(w) + jnp.sum(e)])
+
+
+@pytest.mark.parametrize("with_empty", [False, True])
+def test_leafwise_jacobian_matches_jacfwd_of_the_flat_map(with_empty):
+    rng = np.random.default_rng(5)
+    x = (jnp.asarray(rng.normal(size=(2, 3))), (jnp.asarray(rng.normal(size=5)), jnp.zeros(0 if with_empty else 2)))
+    flat, unravel = ravel_pytree(x)
+    value, mat = value_and_jacobian(_f, x)
+    ref = jax.jacfwd(lambda z: _f(unravel(z)))(flat)
+    assert mat.shape == ref.shape == (9, flat.shape[0])
+    np.testing.assert_allclose(value, _f(x), rtol=0, atol=0)
+    np.testing.assert_allclose(mat, ref, rtol=1e-13, atol=1e-13)
+
+
+def test_saddle_point_system_in_two_leaves():
+    """M(a) a + G^T lam = f, G a = c with M(a) = M0 + diag(a^2): Newton in the leaves (a, lam)
+    against a solve of the same system by scipy's fsolve on the flat unknown."""
+    scipy_optimize = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(3)
+    n, m = 5, 2
+    M0 = jnp.asarray(np.diag(rng.uniform(1.0, 2.0, n)))
+    G = jnp.asarray(rng.normal(size=(m, n)))
+    f, c = jnp.asarray(0.5 * rng.normal(size=n)), jnp.asarray(0.5 * rng.normal(size=m))
+
+    def residual(x, args):
+        a, lam = x
+        return jnp.concatenate([(M0 + jnp.diag(a**2)) @ a + G.T @ lam - args[0], G @ a - args[1]])
+
+    flat_res = lambda z: np.asarray(residual((jnp.asarray(z[:n]), jnp.asarray(z[n:])), (f, c)))  # noqa: E731
+    ref = scipy_optimize.fsolve(flat_res, np.zeros(n + m), xtol=1e-12)
+    for modified in (False, True):
+        sol = newton_solve(residual, (jnp.zeros(n), jnp.zeros(m)), (f, c), Newton(tol=1e-12, modified=modified, max_steps=60))
+        assert sol.result == dl.RESULTS.successful
+        np.testing.assert_allclose(jnp.concatenate(sol.value), ref, rtol=1e-10, atol=1e-12)
+    # derivatives by the implicit-function theorem: d lam / d c against central differences
+    def lam_of(cc):
+        return newton_solve(residual, (jnp.zeros(n), jnp.zeros(m)), (f, cc), Newton(tol=1e-13)).value[1]
+
+    eps = 1e-6
+    fd = np.stack([(lam_of(c + eps * e) - lam_of(c - eps * e)) / (2 * eps) for e in jnp.eye(m)], axis=1)
+    np.testing.assert_allclose(jax.jacfwd(lam_of)(c), fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("formulation", ["rA", "rp"])
+def test_backward_euler_iteration_matrix_is_the_full_jacobian(formulation):
+    """The step's matrix, taken leaf by leaf in (accelerations, multipliers), is jax.jacfwd of
+    the residual as one function of the concatenated unknown (slider crank, first step)."""
+
+    @eqx.filter_jit
+    def matrices(solver, model):
+        y0, _ = solver.init(model, 0.0, 1e-3)
+        h = t1 = jnp.asarray(1e-3)
+        n = y0.acceleration.shape[0]
+        x = (y0.acceleration + 0.1, y0.multipliers - 0.2)
+        _, mat = value_and_jacobian(lambda z: solver.residual(model, t1, h, y0, z), x)
+        ref = jax.jacfwd(lambda z: solver.residual(model, t1, h, y0, (z[:n], z[n:])))(jnp.concatenate(x))
+        return mat, ref
+
+    mat, ref = matrices(BackwardEuler(formulation=formulation), dl.models.slider_crank())
+    np.testing.assert_allclose(mat, ref, rtol=1e-12, atol=1e-9 * float(jnp.max(jnp.abs(ref))))
