@@ -2,6 +2,9 @@
 (difflie.solvers.predictor) and BackwardEuler's iteration matrix kept across steps. Both change
 the cost (iterations, Jacobians), not the solution or its gradient."""
 
+import functools
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -112,3 +115,32 @@ def test_kept_matrix_constraints_and_gradient():
     origins = sol.position - jnp.einsum("sbij,bj->sbi", sol.rotation, model.bodies.com)
     residual = jax.vmap(lambda t, o, R: model.constraints.residual(t, o, R))(sol.ts, origins, sol.rotation)
     assert float(jnp.max(jnp.abs(residual))) < 1e-10
+
+
+def test_kept_matrix_that_fails_is_replaced_by_a_fresh_one():
+    """A kept matrix three times the true inverse makes modified Newton diverge (error factor
+    -2 per iteration): the step starts again from its guess on a fresh matrix and converges to
+    the same solution as with a good kept matrix, counting the failed attempt's iterations;
+    with no iterations to spare, the failure is reported."""
+    model = dl.models.single_pendulum()
+    h = 1e-3
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def two_steps(scale, max_steps):
+        solver = dl.BackwardEuler(formulation="rA", matrix_reuse=10, max_steps=max_steps, extrapolation=0)
+        y, st = solver.init(model, 0.0, h)
+        for k in range(6):  # past the start, where steps take three iterations and rebuild
+            y, _, st, _, _ = solver.step(model, k * h, (k + 1) * h, y, st)
+        kept = eqx.tree_at(lambda s: (s.inverse, s.age), st, (scale * st.inverse, jnp.array(1, jnp.int32)))
+        y, _, st, stats, result = solver.step(model, 6 * h, 7 * h, y, kept)
+        return y, st.age, stats.newton_iterations, result._value
+
+    good, age_good, its_good, res_good = two_steps(1.0, 20)
+    bad, age_bad, its_bad, res_bad = two_steps(3.0, 20)
+    assert res_good == res_bad == dl.RESULTS.successful._value
+    np.testing.assert_allclose(bad.position, good.position, atol=1e-12)
+    np.testing.assert_allclose(bad.acceleration, good.acceleration, rtol=1e-8, atol=1e-8)
+    assert int(age_good) == 2 and int(age_bad) == 1  # kept, and fresh after the retry
+    assert int(its_good) <= 2 and int(its_bad) > 20, (its_good, its_bad)
+    *_, res_fail = two_steps(3.0, 1)  # one iteration on each matrix cannot reach the tolerance
+    assert res_fail == dl.RESULTS.newton_failed._value

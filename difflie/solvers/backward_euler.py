@@ -28,15 +28,16 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
 from ..kinematics import assemble, project_velocity
 from ..lie import cross
-from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
 from . import linear
-from .newton import Newton, newton_solve, value_and_jacobian
+from .newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, value_and_jacobian
 from .predictor import History
 
 
@@ -165,33 +166,56 @@ class BackwardEuler(AbstractSolver):
         return self.modified and self.matrix_reuse > 1
 
     def _solve(self, model, t1, h, y0, x0, state: BackwardEulerSolverState):
-        """Newton on the step residual: ``(solution, inverse, fresh, iterations)``, the last
-        including those of a failed attempt on a kept matrix. A kept matrix is held as its
-        inverse: one product per iteration instead of two triangular solves."""
+        """Newton on the step residual: ``(solution, inverse, fresh, iterations)``; the
+        solution's ``num_steps`` counts its last attempt, ``iterations`` also those of a failed
+        attempt on a kept matrix. A kept matrix is held as its inverse: one product per
+        iteration instead of two triangular solves."""
         newton = Newton(tol=self._newton_tol(h), max_steps=self.max_steps, modified=self.modified)
         args = (model, t1, h, y0)
 
-        def solve(inverse=None):
-            return newton_solve(lambda x, a: self.residual(a[0], a[1], a[2], a[3], x), x0, args, newton, inverse=inverse)
+        def residual(x, a):
+            return self.residual(a[0], a[1], a[2], a[3], x)
 
         if not self._keeps_matrix:
-            sol = solve()
+            sol = newton_solve(residual, x0, args, newton)
             return sol, None, jnp.array(True), sol.num_steps
 
-        def fresh_inverse():
-            _, mat = value_and_jacobian(lambda x: self.residual(model, t1, h, y0, x), x0)
-            return jax.lax.stop_gradient(linear.inverse(linear.factor(mat)))
-
+        # Modified Newton without derivatives, on the kept matrix unless it is stale; if that
+        # fails, once more from x0 on a fresh matrix. One loop: one copy of the matrix and of
+        # the residual in the compiled step (and one implicit-function rule for its gradient).
+        args_ng, x0_ng = no_grad((args, x0))
+        flat0, unravel = ravel_pytree(x0_ng)
+        tol = jnp.asarray(newton.tol, flat0.dtype)
         same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
-        fresh = (state.age >= self.matrix_reuse) | ~same_h
-        inverse = jax.lax.cond(fresh, fresh_inverse, lambda: state.inverse)
-        sol = solve(inverse)
-        # A kept matrix that fails: solve the step again on a fresh one.
-        retry = ~fresh & (sol.result != RESULTS.successful)
-        inverse = jax.lax.cond(retry, fresh_inverse, lambda: inverse)
-        first = sol.num_steps
-        sol = jax.lax.cond(retry, lambda: solve(inverse), lambda: sol)
-        return sol, inverse, fresh | retry, jnp.where(retry, first + sol.num_steps, sol.num_steps)
+        stale = (state.age >= self.matrix_reuse) | ~same_h
+
+        def fresh_inverse():
+            _, mat = value_and_jacobian(lambda x: ravel_pytree(residual(x, args_ng))[0], x0_ng)
+            return linear.inverse(linear.factor(mat))
+
+        def body(c):
+            build = ~c["fresh"] & (stale | c["failed"])
+            inverse = jax.lax.cond(build, fresh_inverse, lambda: c["inverse"])
+            x = jnp.where(build, flat0, c["x"])
+            delta = inverse @ ravel_pytree(residual(unravel(x), args_ng))[0]
+            x = x - delta
+            dnorm = jnp.linalg.norm(delta)
+            k = jnp.where(build, 1, c["k"] + 1)
+            failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_steps) & (dnorm >= tol))
+            fresh = c["fresh"] | build
+            return dict(x=x, inverse=inverse, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm)
+
+        def cond(c):
+            return (~(c["dnorm"] < tol) | c["failed"]) & ~(c["failed"] & c["fresh"])
+
+        zero = jnp.array(0, jnp.int32)
+        init = dict(x=flat0, inverse=state.inverse, fresh=jnp.array(False), failed=jnp.array(False), k=zero, total=zero,
+                    dnorm=jnp.asarray(jnp.inf, flat0.dtype))  # fmt: skip
+        out = jax.lax.while_loop(cond, body, init)
+        value = implicit_derivatives(residual, unravel(out["x"]), args)
+        result = RESULTS.where(out["failed"], RESULTS.newton_failed, RESULTS.successful)
+        sol = NewtonSolution(value, out["k"], result, out["dnorm"])  # the last attempt
+        return sol, out["inverse"], out["fresh"], out["total"]
 
     def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
         """The step residual in the unknowns ``x = (a, lambda)`` (written once; two arrays, so

@@ -81,6 +81,17 @@ def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> 
     return value, jnp.concatenate(blocks, axis=1)
 
 
+def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any) -> PyTree:
+    """``root`` (a root of ``fn(., args)`` found without derivatives) with the derivatives of the
+    root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp``; no cost in a forward run."""
+    flat, unravel = ravel_pytree(jax.lax.stop_gradient(root))
+
+    def flat_fn(x):
+        return ravel_pytree(fn(unravel(x), args))[0]
+
+    return unravel(jax.lax.custom_root(flat_fn, flat, lambda f, x: x, linear.tangent_solve))
+
+
 def newton_solve(
     fn: Callable[[PyTree, Any], PyTree],
     x0: PyTree,
