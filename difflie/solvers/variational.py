@@ -45,9 +45,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from difflie.lie import SO3xR3, UnitDualQuaternion, cross, hat
-from difflie.solvers import linear
-from difflie.solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
+from ..lie import SO3xR3, UnitDualQuaternion, cross, hat
+from . import linear
+from .base import RESULTS, AbstractSolver, BodyState, StepStats
 
 
 # --------------------------------------------------------------------------------------------
