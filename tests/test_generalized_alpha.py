@@ -18,7 +18,7 @@ from difflie.model import Model
 from difflie.models.spatial import heavy_top_spherical
 from difflie.simulate import simulate
 from difflie.solvers.base import RESULTS
-from difflie.solvers.generalized_alpha import GeneralizedAlpha, _exp, alpha_coefficients
+from difflie.solvers.generalized_alpha import GeneralizedAlpha, alpha_coefficients
 
 # seed_002 §6.1: heavy-top COM at t = 1 s (DOP853, rtol 1e-13) and the digest's own Lie
 # generalized-alpha prototype errors (§5.8, rho_inf = 0.9, full Newton).
@@ -74,15 +74,6 @@ def test_coefficients():
         GeneralizedAlpha(rho_inf=1.0)
     with pytest.raises(ValueError, match="newton"):
         GeneralizedAlpha(newton="quasi")
-
-
-def test_rotation_update_matches_group_exp():
-    """The solver's one-sin/cos exp equals ``SO3.exp`` (values and Jacobians), also at 0."""
-    ws = jnp.array([[0.0, 0.0, 0.0], [1e-9, 2e-9, 0.0], [9.999e-3, 0.0, 0.0], [1.0001e-2, 0.0, 0.0],
-                    [5e-3, 3e-3, -6e-3], [0.3, -0.7, 1.1], [2.0, -1.0, 0.5]])  # fmt: skip
-    np.testing.assert_allclose(_exp(ws), SO3.exp(ws).matrix, atol=5e-16)
-    jac = jax.vmap(jax.jacfwd(_exp))(ws)
-    np.testing.assert_allclose(jac, jax.vmap(jax.jacfwd(lambda w: SO3.exp(w).matrix))(ws), atol=5e-15)
 
 
 def test_heavy_top_second_order_matches_digest(top_runs):

@@ -287,7 +287,9 @@ def test_reverse_mode_memory_grows_sublinearly():
     assert steps_large > 8 * steps_small and steps_large < plain_large / 8, (steps_small, steps_large)
 
 
-@pytest.mark.parametrize("formulation", ["rA", "rp", "re"])
+@pytest.mark.parametrize(
+    "formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow), pytest.param("re", marks=pytest.mark.slow)]
+)
 def test_backward_euler_geometry_gradient(formulation):
     """Reverse mode through a constrained model's geometry: the double pendulum's second rod
     length sets its mass, inertia, initial position and joint vectors, and ``init`` assembles

@@ -281,6 +281,20 @@ def test_exp_derivative_at_identity_is_hat_basis():
     close(SE3.dexpinv(jnp.zeros(6)), jnp.eye(6), 0)
 
 
+def test_so3_exp_across_its_series_switch():
+    """``SO3.exp`` (one sin/cos, Taylor series below angle 0.3) against scipy's rotation vectors,
+    and its Jacobian against that of the quaternion exponential (written separately), at 0, on
+    both sides of the switch and next to pi."""
+    from scipy.spatial.transform import Rotation
+
+    ws = jnp.array([[0.0, 0.0, 0.0], [1e-9, 2e-9, 0.0], [5e-3, 3e-3, -6e-3], [0.29999999, 0.0, 0.0],
+                    [0.0, 0.30000001, 0.0], [0.1, -0.2, 0.2], [0.3, -0.7, 1.1], [2.0, -1.0, 0.5],
+                    [0.0, 0.0, np.pi - 1e-9]])  # fmt: skip
+    close(SO3.exp(ws).matrix, Rotation.from_rotvec(np.array(ws)).as_matrix(), 1e-15)
+    jac = jax.vmap(jax.jacfwd(lambda w: SO3.exp(w).matrix))(ws)
+    close(jac, jax.vmap(jax.jacfwd(lambda w: UnitQuaternion.exp(w).as_matrix()))(ws), 5e-15)
+
+
 def test_log_near_pi_from_matrix():
     """log of rotations close to angle pi (where arccos-based logs lose digits)."""
     axis = jnp.array([0.0, 0.6, 0.8])

@@ -95,10 +95,10 @@ def test_kept_matrix_same_solution(reuse):
     assert its <= 1.4, its
 
 
-def test_kept_matrix_constraints_and_gradient():
-    """Double pendulum (free), re: position constraints hold after every step, and the
-    implicit-function-theorem gradient (kept matrices) matches finite differences of runs with
-    a fresh matrix every step."""
+def test_kept_matrix_gradient():
+    """Double pendulum (free), re: the implicit-function-theorem gradient through kept matrices
+    matches finite differences of runs with a fresh matrix every step. (The constraints after
+    every step with the default kept matrix: ``test_mechanisms.test_double_pendulum_20s_invariants``.)"""
     h, n = 1e-3, 40
 
     def final_z(g, reuse):
@@ -109,12 +109,6 @@ def test_kept_matrix_constraints_and_gradient():
     grad = jax.grad(final_z)(9.81, 10)
     fd = (final_z(9.81 + 1e-4, 1) - final_z(9.81 - 1e-4, 1)) / 2e-4  # fresh matrices
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
-    model = dl.models.double_pendulum()
-    sol = dl.simulate(model, dl.BackwardEuler(formulation="rA", matrix_reuse=10), 0.0, n * h, h,
-                      saveat=dl.SaveAt(steps=True))  # fmt: skip
-    origins = sol.position - jnp.einsum("sbij,bj->sbi", sol.rotation, model.bodies.com)
-    residual = jax.vmap(lambda t, o, R: model.constraints.residual(t, o, R))(sol.ts, origins, sol.rotation)
-    assert float(jnp.max(jnp.abs(residual))) < 1e-10
 
 
 def test_kept_matrix_that_fails_is_replaced_by_a_fresh_one():
@@ -128,9 +122,11 @@ def test_kept_matrix_that_fails_is_replaced_by_a_fresh_one():
     @functools.partial(jax.jit, static_argnums=1)
     def two_steps(scale, max_steps):
         solver = dl.BackwardEuler(formulation="rA", matrix_reuse=10, max_steps=max_steps, extrapolation=0)
-        y, st = solver.init(model, 0.0, h)
-        for k in range(6):  # past the start, where steps take three iterations and rebuild
-            y, _, st, _, _ = solver.step(model, k * h, (k + 1) * h, y, st)
+
+        def advance(k, carry):  # past the start, where steps take three iterations and rebuild
+            return solver.step(model, k * h, (k + 1) * h, *carry)[0:3:2]
+
+        y, st = jax.lax.fori_loop(0, 6, advance, solver.init(model, 0.0, h))
         kept = eqx.tree_at(lambda s: (s.inverse, s.age), st, (scale * st.inverse, jnp.array(1, jnp.int32)))
         y, _, st, stats, result = solver.step(model, 6 * h, 7 * h, y, kept)
         return y, st.age, stats.newton_iterations, result._value

@@ -80,10 +80,6 @@ _HALF_SINC_HALF = _frac(Fraction((-1) ** k, 2 * 4**k * factorial(2 * k + 1)) for
 _COS_HALF = _frac(Fraction((-1) ** k, 4**k * factorial(2 * k)) for k in range(6))
 
 
-def sinc(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
-    return _series_or_closed(t, _SINC, lambda s: jnp.sin(jnp.sqrt(s)) / jnp.sqrt(s), 0.3)
-
-
 def cosc(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
     return _series_or_closed(t, _COSC, lambda s: (1 - jnp.cos(jnp.sqrt(s))) / s, 0.3)
 
@@ -136,6 +132,19 @@ def half_sinc_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
 
 def cos_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
     return _series_or_closed(t, _COS_HALF, lambda s: jnp.cos(0.5 * jnp.sqrt(s)), 0.3)
+
+
+def so3_exp_coefficients(t: Float[Array, "*b"]) -> tuple[Array, Array]:
+    """``(sinc, cosc)``, the coefficients of ``exp(hat(w)) = I + sinc W + cosc W^2``, from one
+    square root, sine and cosine (the exponential is in the hot loop of every integrator)."""
+    t = jnp.asarray(t)
+    thr = _threshold(t, 0.3)
+    small = t < thr * thr
+    s = jnp.where(small, jnp.asarray(4.0 * thr * thr, t.dtype), t)
+    theta = jnp.sqrt(s)
+    sinc_ = jnp.where(small, _poly(_SINC, t), jnp.sin(theta) / theta)
+    cosc_ = jnp.where(small, _poly(_COSC, t), (1 - jnp.cos(theta)) / s)
+    return sinc_, cosc_
 
 
 def quaternion_exp_coefficients(t: Float[Array, "*b"]) -> tuple[Array, Array]:

@@ -96,8 +96,7 @@ def _poly3(w: Array, a: Array, b: Array, sign_a: float = 1.0) -> Array:
 
 def so3_exp_matrix(w: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
     """``exp(hat(w)) = I + sinc W + cosc W^2``."""
-    t = sqnorm(w)
-    return _poly3(w, c.sinc(t), c.cosc(t))
+    return _poly3(w, *c.so3_exp_coefficients(sqnorm(w)))
 
 
 def so3_left_jacobian(w: Array) -> Array:

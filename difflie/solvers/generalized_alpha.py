@@ -29,6 +29,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ..lie import cross, hat
+from ..lie._ops import so3_exp_matrix
 from . import linear
 from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
 from .newton import value_and_jacobian
@@ -92,28 +93,9 @@ def _matvec(a, v):
     return jnp.sum(a * v[..., None, :], axis=-1)
 
 
-def _exp(w):
-    """``SO3.exp(w).matrix`` as ``I + a W + b W^2``, ``W^2 = w w^T - t^2 I``, from one sin/cos.
-
-    ``a = sin t / t``, ``b = (1 - cos t) / t^2``, Taylor branches for ``t < 1e-2`` (float64;
-    truncation below eps) with safe inputs on the other branch, so values and gradients are
-    finite at 0. Fewer CPU kernels than the group's general form, and the step is launch-bound.
-    """
-    t2 = jnp.sum(w * w, axis=-1)
-    small = t2 < (1e-4 if t2.dtype == jnp.float64 else 1e-2)
-    t2s = jnp.where(small, 1.0, t2)
-    t = jnp.sqrt(t2s)
-    a = jnp.where(small, 1 - t2 / 6 + t2 * t2 / 120, jnp.sin(t) / t)
-    b = jnp.where(small, 0.5 - t2 / 24 + t2 * t2 / 720, (1 - jnp.cos(t)) / t2s)
-    eye = jnp.eye(3, dtype=w.dtype)
-    W = jnp.cross(eye, w[..., None, :])  # row i is e_i x w: hat(w)
-    WW = w[..., :, None] * w[..., None, :] - t2[..., None, None] * eye
-    return eye + a[..., None, None] * W + b[..., None, None] * WW
-
-
 def _compose(x, R, dq):
     """Local-global transition: ``(x + dx, R exp(dpsi))``."""
-    return x + dq[:, :3], _matmul(R, _exp(dq[:, 3:]))
+    return x + dq[:, :3], _matmul(R, so3_exp_matrix(dq[:, 3:]))
 
 
 def _local(x, R, z):

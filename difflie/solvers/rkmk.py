@@ -24,7 +24,7 @@ from jaxtyping import Array
 
 from .. import eom
 from ..lie import SO3xR3, cross
-from ..lie._coefficients import _K2, _poly
+from ..lie._coefficients import _COSC, _K2, _SINC, _poly, _threshold, so3_exp_coefficients
 from ..lie._ops import hat
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
@@ -33,8 +33,8 @@ from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, But
 # Bernoulli numbers B_k / k! of dexpinv's series, k = 0..8 (with B_1 = +1/2 in this convention).
 _BERNOULLI = (1.0, 0.5, 1 / 6, 0.0, -1 / 30, 0.0, 1 / 42, 0.0, -1 / 30)
 _SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
-# Taylor series of d k2 / d t^2, from that of k2 (``difflie.lie._coefficients._K2``).
-_DK2 = tuple(n * c for n, c in enumerate(_K2))[1:]
+# Taylor series of the coefficients' derivatives d/dt^2, from theirs in ``difflie.lie._coefficients``.
+_DSINC, _DCOSC, _DK2 = (tuple(n * c for n, c in enumerate(s))[1:] for s in (_SINC, _COSC, _K2))
 
 
 def _mv(M: Array, v: Array) -> Array:
@@ -42,25 +42,21 @@ def _mv(M: Array, v: Array) -> Array:
 
 
 def _increment_scalars(t2: Array):
-    """``1/t^2``, ``cos t``, ``phi`` and the coefficients ``a``, ``b``, ``k2`` at ``t^2 = |w|^2``,
-    and the Taylor masks.
+    """The Taylor masks, ``1/t^2``, ``phi`` and the coefficients ``a``, ``b``, ``k2`` at
+    ``t^2 = |w|^2``.
 
-    ``a = sin t / t``, ``b = (1 - cos t) / t^2``, ``phi = (t/2) cot(t/2) = a / (2 b)`` and
-    ``k2 = (1 - phi) / t^2``. ``a`` and ``b`` switch to their series below ``t^2 < eps`` (where
-    the truncation is under rounding), ``k2`` below ``t^2 < 1`` (``1 - phi`` cancels), each with a
-    safe ``t^2`` on the other branch so that both stay finite.
+    ``a = sin t / t`` and ``b = (1 - cos t) / t^2`` are the group exponential's
+    (:func:`difflie.lie._coefficients.so3_exp_coefficients`, series below its threshold),
+    ``phi = (t/2) cot(t/2) = a / (2 b)`` and ``k2 = (1 - phi) / t^2``, by its series below
+    ``t^2 < 1`` (``1 - phi`` cancels). ``1/t^2`` is taken of a safe ``t^2`` on the series branch.
     """
-    small = t2 < (1e-4 if t2.dtype == jnp.float64 else 1e-2)
+    a, b = so3_exp_coefficients(t2)
+    small = t2 < _threshold(t2, 0.3) ** 2
     series = t2 < 1.0
-    t2s = jnp.where(small, 1.0, t2)
-    r2 = 1 / t2s
-    t = jnp.sqrt(t2s)
-    cos = jnp.cos(t)
-    a = jnp.where(small, 1 - t2 / 6 + t2 * t2 / 120, jnp.sin(t) / t)
-    b = jnp.where(small, 0.5 - t2 / 24 + t2 * t2 / 720, (1 - cos) * r2)
+    r2 = 1 / jnp.where(small, 1.0, t2)
     phi = 0.5 * a / b
     k2 = jnp.where(series, _poly(_K2, t2), (1 - phi) * r2)
-    return small, series, r2, cos, phi, a, b, k2
+    return small, series, r2, phi, a, b, k2
 
 
 def _exp_parts(w: Array, t2: Array, a: Array, b: Array) -> tuple[Array, Array, Array]:
@@ -88,13 +84,14 @@ def _so3_increment(w: Array) -> tuple[Array, Array]:
 @_so3_increment.defjvp
 def _so3_increment_jvp(primals, tangents):
     """``d/dt2`` of the coefficients from their own values (no new division):
-    ``a' = (cos t - a) / (2 t^2)``, ``b' = (a/2 - b) / t^2``, ``k2' = (1/8 - k2 - phi k2 / 2) / t^2``
-    (``phi' = phi k2 / 2 - 1/8``), with their Taylor series on the small branch."""
+    ``a' = (cos t - a) / (2 t^2)`` with ``cos t = 1 - t^2 b``, ``b' = (a/2 - b) / t^2``,
+    ``k2' = (1/8 - k2 - phi k2 / 2) / t^2`` (``phi' = phi k2 / 2 - 1/8``), with their Taylor
+    series on the small branch."""
     (w,), (dw,) = primals, tangents
     t2 = jnp.sum(w * w, axis=-1)
-    small, series, r2, cos, phi, a, b, k2 = _increment_scalars(t2)
-    da = jnp.where(small, -1 / 6 + t2 / 60 - t2 * t2 / 1680, 0.5 * (cos - a) * r2)
-    db = jnp.where(small, -1 / 24 + t2 / 360 - t2 * t2 / 13440, (0.5 * a - b) * r2)
+    small, series, r2, phi, a, b, k2 = _increment_scalars(t2)
+    da = jnp.where(small, _poly(_DSINC, t2), 0.5 * (1 - t2 * b - a) * r2)
+    db = jnp.where(small, _poly(_DCOSC, t2), (0.5 * a - b) * r2)
     dk2 = jnp.where(series, _poly(_DK2, t2), (0.125 - k2 - 0.5 * phi * k2) * r2)
     E, W, WW = _exp_parts(w, t2, a, b)
     dt2 = 2 * jnp.sum(w * dw, axis=-1)
