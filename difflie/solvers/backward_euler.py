@@ -13,7 +13,8 @@ where ``E`` are the Newton-Euler equations projected on the rates, ``m r_ddot - 
 ``Psi`` the constraints (plus the normalisation rows for rp). The residual is written once; the
 Newton matrix is its ``jax.jacfwd`` (no hand-derived stiffness); the constraint rows carry the
 seed's ``1/h^2`` scaling so the matrix is O(1). Newton stops when ``||delta||_2 < tol`` with
-``tol = tol_constant / h^2`` by default (seed 003: ``Theta h^2 = 1e-11``); reaching
+``tol = tol_constant / h^2`` by default (seed 003: ``Theta h^2 = 1e-11``; float32 measures the
+correction as the position change it makes, ``BackwardEuler._stopping_test``); reaching
 ``max_steps`` is reported as ``RESULTS.newton_failed``. Gradients of a step come from the
 implicit-function theorem (:func:`difflie.solvers.newton.newton_solve`).
 
@@ -39,6 +40,10 @@ from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
 from . import linear
 from .newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, value_and_jacobian
 from .predictor import History
+
+
+# Below float64: Newton stops at position changes of this many ulps (``_stopping_test``).
+_ROUNDING_ULPS = 16
 
 
 class BackwardEulerState(eqx.Module):
@@ -94,8 +99,9 @@ class BackwardEuler(AbstractSolver):
     """First-order implicit Euler on the index-3 DAE, formulation ``"rA"``, ``"rp"`` or ``"re"``.
 
     ``tol``: Newton tolerance on ``||delta||_2`` (accelerations and multipliers); default
-    ``tol_constant / h^2``. ``modified=True`` factors the iteration matrix once per step (the
-    seed's codes), ``False`` re-evaluates it every iteration (full Newton). ``extrapolation``:
+    ``tol_constant / h^2`` in float64, a test at the positions' rounding in float32.
+    ``modified=True`` factors the iteration matrix once per step (the seed's codes), ``False``
+    re-evaluates it every iteration (full Newton). ``extrapolation``:
     degree of the polynomial through the last steps' accelerations and multipliers that starts
     Newton (:mod:`difflie.solvers.predictor`); ``0`` starts from the last values, as the seed's
     codes do. ``matrix_reuse``: modified Newton keeps one iteration matrix (as its inverse) for
@@ -127,8 +133,23 @@ class BackwardEuler(AbstractSolver):
     def form(self) -> AbstractFormulation:
         return get_formulation(self.formulation)
 
-    def _newton_tol(self, h):
-        return self.tol_constant / h**2 if self.tol is None else jnp.asarray(self.tol, h.dtype)
+    def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, Array | None]:
+        """``(tol, weights)``: Newton stops when ``||weights * delta||_2 < tol``.
+
+        Float64, or a given ``tol``: ``tol_constant / h^2`` (or ``tol``) on the plain correction.
+        Below float64 the seed's test is out of reach: a correction ``da`` moves the positions by
+        ``h^2 da``, and their rounding, ``eps L`` with ``L = max(1, |r|)``, makes ``da`` noisy at
+        ``eps L / h^2`` (about 0.2 m/s^2 in float32 at h = 1e-3), the multipliers more. So the
+        correction of the accelerations is measured as the position change it makes, relative
+        to ``L``, against ``_ROUNDING_ULPS`` ulps (the multipliers follow the accelerations)."""
+        if self.tol is not None:
+            return jnp.asarray(self.tol, h.dtype), None
+        if jnp.finfo(h.dtype).bits >= 64:
+            return self.tol_constant / h**2, None
+        scale = jax.lax.stop_gradient(h**2 / jnp.maximum(1.0, jnp.max(jnp.abs(y0.position))))
+        acc, lam = x0
+        weights = jnp.concatenate([jnp.full_like(acc, scale), jnp.zeros_like(lam)])
+        return _ROUNDING_ULPS * jnp.finfo(h.dtype).eps, weights
 
     def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, BackwardEulerSolverState]:
         form = self.form
@@ -170,14 +191,15 @@ class BackwardEuler(AbstractSolver):
         solution's ``num_steps`` counts its last attempt, ``iterations`` also those of a failed
         attempt on a kept matrix. A kept matrix is held as its inverse: one product per
         iteration instead of two triangular solves."""
-        newton = Newton(tol=self._newton_tol(h), max_steps=self.max_steps, modified=self.modified)
+        tol, weights = self._stopping_test(h, y0, x0)
+        newton = Newton(tol=tol, max_steps=self.max_steps, modified=self.modified)
         args = (model, t1, h, y0)
 
         def residual(x, a):
             return self.residual(a[0], a[1], a[2], a[3], x)
 
         if not self._keeps_matrix:
-            sol = newton_solve(residual, x0, args, newton)
+            sol = newton_solve(residual, x0, args, newton, scale=weights)
             return sol, None, jnp.array(True), sol.num_steps
 
         # Modified Newton without derivatives, on the kept matrix unless it is stale; if that
@@ -199,7 +221,7 @@ class BackwardEuler(AbstractSolver):
             x = jnp.where(build, flat0, c["x"])
             delta = inverse @ ravel_pytree(residual(unravel(x), args_ng))[0]
             x = x - delta
-            dnorm = jnp.linalg.norm(delta)
+            dnorm = jnp.linalg.norm(delta if weights is None else weights * delta)
             k = jnp.where(build, 1, c["k"] + 1)
             failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_steps) & (dnorm >= tol))
             fresh = c["fresh"] | build
