@@ -1,5 +1,9 @@
 """Models shared by several test files (imported as ``helpers``: pytest puts tests/ on the path)."""
 
+import os
+import subprocess
+import sys
+
 import jax.numpy as jnp
 
 from difflie.body import RigidBody
@@ -23,3 +27,11 @@ def flying_body(formulation: str, ulvc_lengths=None) -> Model:
         formulation=formulation,
         **extra,
     )
+
+
+def run_float32(code: str) -> str:
+    """Run ``code`` in a fresh interpreter with x64 off (JAX's default float32); its stdout."""
+    env = {**os.environ, "JAX_ENABLE_X64": "0", "JAX_PLATFORMS": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout

@@ -2,12 +2,11 @@
 against its closed form: COM (0, L sin phi, -L cos phi), phi(t) = (pi/4) cos 2t, L = 2."""
 
 import functools
-import subprocess
-import sys
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import run_float32
 
 import difflie as dl
 from difflie.kinematics import kinematics
@@ -86,11 +85,9 @@ def test_float32_smoke():
         "    its = float(sol.stats.newton_iterations) / float(sol.stats.steps)\n"
         "    print(f, *np.asarray(sol.position[-1, 0]), *np.asarray(sol.velocity[-1, 0]), its)\n"
     )
-    env = {"JAX_ENABLE_X64": "0", "PATH": "", "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
+    stdout = run_float32(code)
     pos, vel = closed_form(np.array([0.3]))
-    for line in out.stdout.split("\n")[:3]:
+    for line in stdout.split("\n")[:3]:
         f, *values = line.split()
         values = np.array(values, float)
         assert np.abs(values[:3] - pos[0]).max() < 5e-6, (f, values)

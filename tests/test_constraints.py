@@ -2,14 +2,11 @@
 Jacobian / nu / gamma of the three formulations, against seed 003's corrected closed forms
 (digest §2.3, Table 2 and eqs. 18) and finite differences."""
 
-import os
-import subprocess
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import run_float32
 
 from difflie import constraints as C
 from difflie.constraints import jacobians as jac
@@ -269,8 +266,7 @@ def test_no_nan_gradients_at_identity_and_float32():
         "assert res.dtype == jnp.float32 and G.dtype == jnp.float32 and float(jnp.abs(res).max()) < 1e-6\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "JAX_ENABLE_X64": "0"})
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert run_float32(code).strip() == "ok"
 
 def test_re_closed_form_W_equals_the_autodiff_one():
     from difflie.constraints.formulations import AbstractFormulation

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import run_float32
 
 from difflie.body import RigidBody
 from difflie.forces import CartesianSpringDamper
@@ -269,9 +267,7 @@ def test_float32_smoke():
         "assert float(jnp.abs(r + R @ jnp.array([0.0, -1.0, 0.0])).max()) < 1e-4\n"
         "print(sol.stats.newton_iterations / sol.stats.steps)\n"
     )
-    env = {"JAX_ENABLE_X64": "0", "PATH": "", "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr[-2000:]
+    run_float32(code)
 
 
 def test_float32_inputs_stay_float32_under_x64():

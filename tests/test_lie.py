@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from helpers import run_float32
 
 from difflie.lie import SE3, SO3, SO3xR3, UnitDualQuaternion, UnitQuaternion, cross, hat
 
@@ -328,11 +329,8 @@ def test_sample_uniform_is_valid():
         close(jnp.linalg.det(R), jnp.ones(50), 1e-13)
 
 
-def test_float32_without_x64(tmp_path):
+def test_float32_without_x64():
     """Smoke test in a fresh interpreter with x64 off: default dtype float32 everywhere."""
-    import subprocess
-    import sys
-
     code = (
         "import jax, jax.numpy as jnp\n"
         "from difflie.lie import SO3, UnitQuaternion, SE3, SO3xR3, UnitDualQuaternion\n"
@@ -345,9 +343,7 @@ def test_float32_without_x64(tmp_path):
         "    assert bool(jnp.all(jnp.isfinite(gr)))\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"JAX_ENABLE_X64": "0", "PATH": "", "JAX_PLATFORMS": "cpu"})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    assert run_float32(code).strip() == "ok"
 
 
 def test_cross_matches_numpy_and_hat_with_broadcasting():
