@@ -134,13 +134,21 @@ def cos_half(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
     return _series_or_closed(t, _COS_HALF, lambda s: jnp.cos(0.5 * jnp.sqrt(s)), 0.3)
 
 
+_SO3_EXP_SWITCH = 0.3  # angle below which the exponential's coefficients use their series
+
+
+def so3_exp_series(t: Float[Array, "*b"]) -> Array:
+    """Where :func:`so3_exp_coefficients` takes its Taylor series (below angle 0.3; 1 in float32)."""
+    t = jnp.asarray(t)
+    return t < _threshold(t, _SO3_EXP_SWITCH) ** 2
+
+
 def so3_exp_coefficients(t: Float[Array, "*b"]) -> tuple[Array, Array]:
     """``(sinc, cosc)``, the coefficients of ``exp(hat(w)) = I + sinc W + cosc W^2``, from one
     square root, sine and cosine (the exponential is in the hot loop of every integrator)."""
     t = jnp.asarray(t)
-    thr = _threshold(t, 0.3)
-    small = t < thr * thr
-    s = jnp.where(small, jnp.asarray(4.0 * thr * thr, t.dtype), t)
+    small = so3_exp_series(t)
+    s = jnp.where(small, jnp.asarray(4.0 * _threshold(t, _SO3_EXP_SWITCH) ** 2, t.dtype), t)
     theta = jnp.sqrt(s)
     sinc_ = jnp.where(small, _poly(_SINC, t), jnp.sin(theta) / theta)
     cosc_ = jnp.where(small, _poly(_COSC, t), (1 - jnp.cos(theta)) / s)

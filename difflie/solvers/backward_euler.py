@@ -207,7 +207,7 @@ class BackwardEuler(AbstractSolver):
         # the residual in the compiled step (and one implicit-function rule for its gradient).
         args_ng, x0_ng = no_grad((args, x0))
         flat0, unravel = ravel_pytree(x0_ng)
-        tol = jnp.asarray(newton.tol, flat0.dtype)
+        tol = jnp.asarray(tol, flat0.dtype)
         same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
         stale = (state.age >= self.matrix_reuse) | ~same_h
 

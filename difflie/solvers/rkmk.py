@@ -24,7 +24,7 @@ from jaxtyping import Array
 
 from .. import eom
 from ..lie import SO3xR3, cross
-from ..lie._coefficients import _COSC, _K2, _SINC, _poly, _threshold, so3_exp_coefficients
+from ..lie._coefficients import _COSC, _K2, _SINC, _poly, so3_exp_coefficients, so3_exp_series
 from ..lie._ops import hat
 from .base import RESULTS, AbstractSolver, BodyState, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
@@ -51,7 +51,7 @@ def _increment_scalars(t2: Array):
     ``t^2 < 1`` (``1 - phi`` cancels). ``1/t^2`` is taken of a safe ``t^2`` on the series branch.
     """
     a, b = so3_exp_coefficients(t2)
-    small = t2 < _threshold(t2, 0.3) ** 2
+    small = so3_exp_series(t2)
     series = t2 < 1.0
     r2 = 1 / jnp.where(small, 1.0, t2)
     phi = 0.5 * a / b
