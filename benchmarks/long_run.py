@@ -2,11 +2,12 @@
 
     python benchmarks/long_run.py [--steps 1000000] [--quick] [--repeats 5] [--plot benchmarks/long_run.png]
 
-Problems (float64): the torque-free body of seed_001 (``torque_free()``: intermediate-axis flip,
-|Omega| = 100 rad/s; here with ``r0 = (0.5, -1, 2)``, ``v0 = (0.3, -0.2, 0.1)`` so that the world
-momenta are not trivial) and the heavy top of seed_002 (``heavy_top()``, pinned, |Omega| = 150
-rad/s; generalized-alpha, which needs the pivot as a constraint, runs ``heavy_top_spherical()``,
-the same top on a spherical joint). Generalized-alpha uses its default ``rho_inf = 0.9``.
+Problems (float64): the torque-free body of Holzinger, Gerstmayr & Schöberl (``torque_free()``:
+intermediate-axis flip, |Omega| = 100 rad/s; here with ``r0 = (0.5, -1, 2)``,
+``v0 = (0.3, -0.2, 0.1)`` so that the world momenta are not trivial) and the heavy top of
+Holzinger, Arnold & Gerstmayr 2024 (``heavy_top()``, pinned, |Omega| = 150 rad/s;
+generalized-alpha, which needs the pivot as a constraint, runs ``heavy_top_spherical()``, the
+same top on a spherical joint). Generalized-alpha uses its default ``rho_inf = 0.9``.
 
 Equal cost: each method's time per step is measured on a compiled ``fori_loop`` of its ``step``
 (``CAL_STEPS`` steps, warm, ``block_until_ready``, the methods alternating, median of
@@ -47,7 +48,7 @@ from difflie import diagnostics  # noqa: E402
 from difflie.models import heavy_top, heavy_top_spherical, torque_free  # noqa: E402
 from difflie.simulate import simulate  # noqa: E402
 from difflie.solvers import RKMK4  # noqa: E402
-from difflie.solvers.base import RESULTS  # noqa: E402
+from difflie.results import RESULTS  # noqa: E402
 from difflie.solvers.generalized_alpha import GeneralizedAlpha  # noqa: E402
 from difflie.solvers.variational import DQVI, SO3xR3Variational  # noqa: E402
 

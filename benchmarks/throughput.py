@@ -1,6 +1,6 @@
 """Throughput of batched heavy tops, cost and memory of reverse-mode gradients, compile times.
 
-    /work/venv/bin/python benchmarks/throughput.py [--quick] [--max-batch N] [--xla-defaults]
+    python benchmarks/throughput.py [--quick] [--max-batch N] [--xla-defaults]
 
 * body-steps per second of ``vmap``-ed heavy tops (RKMK4, random inertias and spins) for batch
   sizes 1 .. 10^5 in float32 and float64, beside Exudyn's rate for one heavy top (rigid body

@@ -16,11 +16,12 @@ from .simulate import (
     ConstantStepSize as ConstantStepSize,
     PIDController as PIDController,
     SaveAt as SaveAt,
+    SimulationError as SimulationError,
     Solution as Solution,
     simulate as simulate,
 )
 from .solvers.backward_euler import BackwardEuler as BackwardEuler
-from .solvers.base import RESULTS as RESULTS, BodyState as BodyState
+from .results import RESULTS as RESULTS, BodyState as BodyState
 from .solvers.generalized_alpha import GeneralizedAlpha as GeneralizedAlpha
 from .solvers.rkmk import RK67 as RK67, RKMK4 as RKMK4, Bosh3 as Bosh3, Dopri5 as Dopri5, Euler as Euler, Heun as Heun
 from .solvers.variational import DQVI as DQVI, SO3xR3Variational as SO3xR3Variational

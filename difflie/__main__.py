@@ -56,8 +56,6 @@ def make_solver(args, model):
     name = args.solver or ("gen-alpha" if constrained else "rkmk4")
     if name not in SOLVERS:
         raise CliError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
-    if constrained and name in ("rkmk4", "dopri5"):
-        raise CliError(f"solver {name!r} is explicit and the model has constraints; use gen-alpha or backward-euler")
     if args.formulation is not None and name != "backward-euler":
         raise CliError("--formulation applies to --solver backward-euler only")
     controller = dl.ConstantStepSize()
@@ -73,6 +71,10 @@ def make_solver(args, model):
         solver = dl.BackwardEuler(formulation=args.formulation or "rA")
     else:
         solver = dl.DQVI()
+    try:
+        solver.check_model(model)  # the solver's own rule, before anything is compiled
+    except ValueError as e:
+        raise CliError(f"solver {name!r} cannot take this model: {e}") from None
     return name, solver, controller
 
 
@@ -115,7 +117,7 @@ def run(args) -> int:
     t_compiled = time.perf_counter()
     sol = jax.block_until_ready(compiled(model))
     t_done = time.perf_counter()
-    from .solvers.base import RESULTS
+    from .results import RESULTS
 
     if sol.result != RESULTS.successful:
         print(f"difflie: simulation failed: {sol.failure_message()}", file=sys.stderr)

@@ -6,8 +6,9 @@ away from the centre of mass in body axes). Three velocity choices, per ``Model.
 * ``"so3xr3"``: ``(u, Omega)``, world velocity of the origin and body angular velocity; group
   :class:`~difflie.lie.SO3xR3`, whose tangent is exactly this pair.
 * ``"se3"``: the body twist ``V = (U, Omega)``, ``U = R^T u``; group :class:`~difflie.lie.SE3`.
-* ``"ulvc"``: the unified local velocity coordinates ``w = D V`` of seed 001 (hexahedral
-  projection points with half-sides ``l``); group SE3, group velocity ``D^-1 w``.
+* ``"ulvc"``: the unified local velocity coordinates ``w = D V`` of Holzinger, Gerstmayr &
+  Schöberl (hexahedral projection points with half-sides ``l``); group SE3, group velocity
+  ``D^-1 w``.
 
 Newton-Euler about the origin, body axes, translation first (``ad*`` the coadjoint):
 
@@ -28,17 +29,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .lie import SE3, SO3xR3
-from .lie._ops import cross, hat
-
-
-# Small matrix-vector products as broadcast-multiply-sum: XLA fuses these with their
-# neighbours, where a ``dot`` per 3x3 or 6x6 product costs a separate kernel on CPU.
-def _mv(M: Array, v: Array) -> Array:
-    return jnp.sum(M * v[..., None, :], axis=-1)
-
-
-def _mtv(M: Array, v: Array) -> Array:
-    return jnp.sum(M * v[..., :, None], axis=-2)
+from .lie.ops import cross, hat, mtv, mv
 
 
 # -- mass properties ---------------------------------------------------------------------------
@@ -71,14 +62,14 @@ def inverse_mass(model) -> Float[Array, "nb 6 6"]:
     return jnp.where(jnp.asarray(fixed)[:, None, None], pinned, free)
 
 
-# -- unified local velocity coordinates (seed 001, general half-sides l) ------------------------
+# -- unified local velocity coordinates (Holzinger, Gerstmayr & Schöberl; general half-sides l) ---
 
 
 def ulvc_matrix(lengths: Float[Array, "*b 3"]) -> Float[Array, "*b 6 6"]:
     """``D`` with ``w = D (U, Omega)``: rows ``[b_i^T, (y_i x b_i)^T]`` of the hexahedron.
 
     Points ``y_i`` are the face centres ``(0, -+l2, 0), (0, 0, -+l3), (-+l1, 0, 0)`` and the
-    directions ``+-e_1/sqrt2, +-e_2/sqrt2, +-e_3/sqrt2`` (seed 001, eq. 54).
+    directions ``+-e_1/sqrt2, +-e_2/sqrt2, +-e_3/sqrt2`` (Holzinger, Gerstmayr & Schöberl, eq. 54).
     """
     l1, l2, l3 = lengths[..., 0], lengths[..., 1], lengths[..., 2]
     o, z = jnp.ones_like(l1), jnp.zeros_like(l1)
@@ -95,7 +86,7 @@ def ulvc_matrix(lengths: Float[Array, "*b 3"]) -> Float[Array, "*b 6 6"]:
 
 
 def ulvc_matrix_inverse(lengths: Float[Array, "*b 3"]) -> Float[Array, "*b 6 6"]:
-    """Closed-form ``D^-1`` (seed 001 section 3.3)."""
+    """Closed-form ``D^-1`` of the matrix of Holzinger, Gerstmayr & Schöberl, eq. 54."""
     l1, l2, l3 = lengths[..., 0], lengths[..., 1], lengths[..., 2]
     o, z = jnp.ones_like(l1), jnp.zeros_like(l1)
     rows = [
@@ -154,20 +145,20 @@ def _pivoted_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Arr
     """All bodies turn about fixed origins: ``J_O Omega_dot = tau + c x R^T f - Omega x J_O Omega``
     (the general equations with ``U = 0``, written with 3-vectors only)."""
     R, c, Omega = pose.rotation, model.bodies.com, vel[..., 3:]
-    f, tau = model.applied_forces(t, pose.translation + _mv(R, c), R, _mv(R, cross(Omega, c)), Omega)
-    torque = tau + cross(c, _mtv(R, f)) - cross(Omega, _mv(cache.JO, Omega))
-    return vel, jnp.concatenate([jnp.zeros_like(Omega), _mv(cache.JOinv, torque)], axis=-1)
+    f, tau = model.applied_forces(t, pose.translation + mv(R, c), R, mv(R, cross(Omega, c)), Omega)
+    torque = tau + cross(c, mtv(R, f)) - cross(Omega, mv(cache.JO, Omega))
+    return vel, jnp.concatenate([jnp.zeros_like(Omega), mv(cache.JOinv, torque)], axis=-1)
 
 
 def _origin_velocity_body(model, R: Array, vel: Array) -> tuple[Array, Array]:
     """Body twist ``(U, Omega)`` of the origin from the formulation's velocity coordinates."""
     if model.formulation == "so3xr3":
-        return _mtv(R, vel[..., :3]), vel[..., 3:]
+        return mtv(R, vel[..., :3]), vel[..., 3:]
     return vel[..., :3], vel[..., 3:]
 
 
 def _twist_of(model, cache: Cache, vel: Array) -> Array:
-    return _mv(cache.Dinv, vel) if model.formulation == "ulvc" else vel
+    return mv(cache.Dinv, vel) if model.formulation == "ulvc" else vel
 
 
 def _wrench_and_bias(model, cache: Cache, t, pose, U: Array, Omega: Array) -> Array:
@@ -176,10 +167,10 @@ def _wrench_and_bias(model, cache: Cache, t, pose, U: Array, Omega: Array) -> Ar
     R, x, c = pose.rotation, pose.translation, b.com
     m = b.mass[:, None]
     Oxc = cross(Omega, c)
-    f, tau = model.applied_forces(t, x + _mv(R, c), R, _mv(R, U + Oxc), Omega)
-    Fb = _mtv(R, f)
+    f, tau = model.applied_forces(t, x + mv(R, c), R, mv(R, U + Oxc), Omega)
+    Fb = mtv(R, f)
     p = m * (U + Oxc)
-    h = _mv(cache.JO, Omega) + m * cross(c, U)
+    h = mv(cache.JO, Omega) + m * cross(c, U)
     lin = Fb - cross(Omega, p)
     ang = tau + cross(c, Fb) - cross(Omega, h) - cross(U, p)
     return jnp.concatenate([lin, ang], axis=-1)
@@ -194,12 +185,12 @@ def vector_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array
     rhs = _wrench_and_bias(model, cache, t, pose, U, Omega)
     if model.formulation == "ulvc":
         # Mbar w_dot = Q - Gamma(w) w, with Q - Gamma w = D^-T (W - ad*_V M V).
-        return V, _mv(cache.Minv, _mtv(cache.Dinv, rhs))
-    Vdot = _mv(cache.Minv, rhs)
+        return V, mv(cache.Minv, mtv(cache.Dinv, rhs))
+    Vdot = mv(cache.Minv, rhs)
     if model.formulation == "se3":
         return vel, Vdot
     # u = R U:  u_dot = R (U_dot + Omega x U).
-    udot = _mv(pose.rotation, Vdot[..., :3] + cross(Omega, U))
+    udot = mv(pose.rotation, Vdot[..., :3] + cross(Omega, U))
     return vel, jnp.concatenate([udot, Vdot[..., 3:]], axis=-1)
 
 
@@ -207,37 +198,37 @@ def initial_state(model) -> tuple[SO3xR3 | SE3, Array]:
     """``(pose0, vel0)`` from the model's COM-based initial conditions."""
     b = model.bodies
     R0, Omega0 = model.R0, model.omega0
-    x0 = model.r0 - _mv(R0, b.com)
-    u0 = model.v0 - _mv(R0, cross(Omega0, b.com))
+    x0 = model.r0 - mv(R0, b.com)
+    u0 = model.v0 - mv(R0, cross(Omega0, b.com))
     u0 = jnp.where(jnp.asarray(np.asarray(model.fixed_origin))[:, None], 0.0, u0)
     pose = group(model)(R0, x0)
     if model.formulation == "so3xr3":
         return pose, jnp.concatenate([u0, Omega0], axis=-1)
-    V0 = jnp.concatenate([_mtv(R0, u0), Omega0], axis=-1)
+    V0 = jnp.concatenate([mtv(R0, u0), Omega0], axis=-1)
     if model.formulation == "se3":
         return pose, V0
-    return pose, _mv(ulvc_matrix(model.ulvc_lengths), V0)
+    return pose, mv(ulvc_matrix(model.ulvc_lengths), V0)
 
 
 def observe(model, pose, vel: Array) -> tuple[Array, Array, Array, Array]:
     """World COM position, body-to-world rotation, world COM velocity, body angular velocity."""
     R, c = pose.rotation, model.bodies.com
     if model.formulation == "ulvc":
-        vel = _mv(ulvc_matrix_inverse(model.ulvc_lengths), vel)
+        vel = mv(ulvc_matrix_inverse(model.ulvc_lengths), vel)
     U, Omega = _origin_velocity_body(model, R, vel)
-    return pose.translation + _mv(R, c), R, _mv(R, U + cross(Omega, c)), Omega
+    return pose.translation + mv(R, c), R, mv(R, U + cross(Omega, c)), Omega
 
 
 def kinetic_energy(model, state) -> Float[Array, ""]:
     """``sum_i m |v|^2 / 2 + Omega^T J Omega / 2`` (COM velocity, inertia about the COM)."""
     b = model.bodies
     w = state.angular_velocity
-    return 0.5 * jnp.sum(b.mass * jnp.sum(state.velocity**2, -1)) + 0.5 * jnp.sum(w * _mv(b.inertia, w))
+    return 0.5 * jnp.sum(b.mass * jnp.sum(state.velocity**2, -1)) + 0.5 * jnp.sum(w * mv(b.inertia, w))
 
 
 def angular_momentum(model, state) -> Float[Array, "3"]:
     """World angular momentum about the world origin: ``sum r x m v + R J Omega``."""
     b = model.bodies
-    spin = _mv(state.rotation, _mv(b.inertia, state.angular_velocity))
+    spin = mv(state.rotation, mv(b.inertia, state.angular_velocity))
     orbital = cross(state.position, b.mass[:, None] * state.velocity)
     return jnp.sum(spin + orbital, axis=0)

@@ -4,7 +4,8 @@ The string is parsed with :mod:`ast` and only a small whitelist is accepted: num
 variable ``t``, the constants ``pi`` and ``e``, ``+ - * / ** %``, unary ``+ -`` and calls of
 elementary functions. Nothing is ever passed to ``eval``. The result is a JAX function of ``t``,
 so its time derivatives come from autodiff (:func:`time_derivatives`), never from the
-hand-written ``f_dot`` / ``f_ddot`` strings of the seed-003 model files (some are wrong).
+hand-written ``f_dot`` / ``f_ddot`` strings of the model files of the rA/rp/re paper's public
+codes (some are wrong).
 """
 
 from __future__ import annotations

@@ -17,14 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .lie import cross
-
-
-def _rot(R: Array, x: Array) -> Array:
-    return jnp.einsum("...ij,...j->...i", R, x)
-
-
-def _rot_t(R: Array, x: Array) -> Array:
-    return jnp.einsum("...ji,...j->...i", R, x)
+from .lie.ops import mtv, mv
 
 
 class AbstractForce(eqx.Module):
@@ -51,7 +44,7 @@ class Wrench(AbstractForce):
     def __call__(self, t, r, R, rdot, omega):
         f = jnp.broadcast_to(self.force, r.shape).astype(r.dtype)
         tau = jnp.broadcast_to(self.torque, r.shape).astype(r.dtype)
-        return f, tau if self.torque_in_body_frame else _rot_t(R, tau)
+        return f, tau if self.torque_in_body_frame else mtv(R, tau)
 
 
 class AppliedWrench(AbstractForce):
@@ -104,9 +97,9 @@ class SpringDamper(AbstractForce):
             raise ValueError(f"SpringDamper: body index out of range for {nb} bodies: {idx}")
         ground = jnp.asarray(i < 0)[:, None]
         j = np.where(i < 0, 0, i)
-        Rs = _rot(R[j], s)
+        Rs = mv(R[j], s)
         p = jnp.where(ground, s, r[j] + Rs)
-        v = jnp.where(ground, 0.0, rdot[j] + _rot(R[j], cross(omega[j], s)))
+        v = jnp.where(ground, 0.0, rdot[j] + mv(R[j], cross(omega[j], s)))
         return p, v, np.where(i < 0, nb, i)  # index nb is dropped by the scatter
 
     def __call__(self, t, r, R, rdot, omega):
@@ -125,8 +118,8 @@ class SpringDamper(AbstractForce):
         F = fmag[:, None] * n  # on a
         f = jnp.zeros_like(r).at[ia].add(F, mode="drop").at[ib].add(-F, mode="drop")
         ja, jb = np.where(ia < r.shape[0], ia, 0), np.where(ib < r.shape[0], ib, 0)
-        ta = cross(sa, _rot_t(R[ja], F))
-        tb = cross(sb, _rot_t(R[jb], -F))
+        ta = cross(sa, mtv(R[ja], F))
+        tb = cross(sb, mtv(R[jb], -F))
         tau = jnp.zeros_like(r).at[ia].add(ta, mode="drop").at[ib].add(tb, mode="drop")
         return f, tau
 
@@ -156,11 +149,11 @@ class CartesianSpringDamper(AbstractForce):
             raise ValueError(f"CartesianSpringDamper: body index out of range for {r.shape[0]} bodies: {self.body}")
         s = self.point.astype(r.dtype)
         Ri = R[i]
-        p = r[i] + _rot(Ri, s)
-        v = rdot[i] + _rot(Ri, cross(omega[i], s))
+        p = r[i] + mv(Ri, s)
+        v = rdot[i] + mv(Ri, cross(omega[i], s))
         F = -self.stiffness * (p - self.ground_point) - self.damping * v
         f = jnp.zeros_like(r).at[i].add(F)
-        tau = jnp.zeros_like(r).at[i].add(cross(s, _rot_t(Ri, F)))
+        tau = jnp.zeros_like(r).at[i].add(cross(s, mtv(Ri, F)))
         return f, tau
 
 

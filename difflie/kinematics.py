@@ -1,10 +1,10 @@
-"""Kinematic analysis (seed 003 §2): assembly, velocity projection, and the position /
+"""Kinematic analysis (Kissel, Taves & Negrut, §2): assembly, velocity projection, and the position /
 velocity / acceleration analysis of zero-degree-of-freedom (fully driven) models.
 
 At each time ``t_n`` of the grid, in formulation rA, rp or re:
 
 1. position: Newton on ``Psi(t_n, chart(q_{n-1}, x)) = 0`` from the previous configuration
-   (chord / modified Newton: iteration matrix ``G`` factored once per step, as the seed's
+   (chord / modified Newton: iteration matrix ``G`` factored once per step, as the paper's public
    codes do), stopping when ``||delta||_2 < tol``; for rA the chart is ``A exp(hat(x))``;
 2. velocity: ``G q_dot = nu``;
 3. acceleration: ``G q_ddot = gamma``.
@@ -21,7 +21,9 @@ from jaxtyping import Array, Float, Int
 
 from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation, get_formulation
-from .solvers.base import RESULTS, no_grad
+from .numerics import linear
+from .numerics.newton import no_grad
+from .results import RESULTS
 
 
 class KinematicsSolution(eqx.Module):
@@ -40,21 +42,22 @@ class KinematicsSolution(eqx.Module):
 
     @property
     def mean_iterations(self) -> Float[Array, ""]:
-        """Average position-Newton iterations per step, t0 excluded (seed 003 Table 9)."""
+        """Average position-Newton iterations per step, t0 excluded (Kissel, Taves & Negrut, Table 9)."""
         return jnp.mean(self.iterations[1:].astype(self.ts.dtype))
 
 
 def _check_model(model) -> None:
-    if getattr(model, "constraints", None) is None:
+    if model.num_constraints == 0:
         raise ValueError("kinematics: the model has no constraints")
 
 
-def _com(model, dtype):
-    return jnp.asarray(model.bodies.com, dtype)
+def _least_norm(G: Float[Array, "m n"], b: Float[Array, " m"]) -> Float[Array, " n"]:
+    """``G^T (G G^T)^{-1} b``: the smallest ``x`` with ``G x = b`` (``G`` of full row rank)."""
+    return G.T @ linear.solve(G @ G.T, b)
 
 
 def assemble(
-    model, t, formulation: str | AbstractFormulation = "rA", r=None, rot=None, *, tol: float = 1e-12, max_steps: int = 50
+    model, t, formulation: str | AbstractFormulation = "rA", r=None, rot=None, *, tol: float = 1e-12, max_iterations: int = 50
 ):
     """Project a configuration onto ``Psi(t, .) = 0`` by Gauss-Newton with minimum-norm steps.
 
@@ -70,45 +73,40 @@ def assemble(
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
     r = jnp.asarray(model.r0 if r is None else r)
     rot = form.from_rotation(jnp.asarray(model.R0, r.dtype)) if rot is None else rot
-    com = _com(model, r.dtype)
-    cons = model.constraints
     t = jnp.asarray(t, r.dtype)
 
-    def gauss_newton(cons, com, t, r, rot):
-        G = jac.jacobian(cons, com, form, t, r, rot)
-        res = jac.psi(cons, com, form, t, r, rot)
-        delta = G.T @ jnp.linalg.solve(G @ G.T, res)
+    def gauss_newton(model, t, r, rot):
+        G = jac.jacobian(model, form, t, r, rot)
+        delta = _least_norm(G, jac.psi(model, form, t, r, rot))
         r, rot = jac.chart(form, r, rot, -delta)
         return r, rot, jnp.linalg.norm(delta)
 
-    cons_ng, com_ng, t_ng = no_grad((cons, com, t))
+    model_ng, t_ng = no_grad((model, t))
 
     def cond(carry):
         _, _, k, dnorm = carry
-        return (k < max_steps) & (dnorm >= tol)
+        return (k < max_iterations) & (dnorm >= tol)
 
     def body(carry):
         r, rot, k, _ = carry
-        r, rot, dnorm = gauss_newton(cons_ng, com_ng, t_ng, r, rot)
+        r, rot, dnorm = gauss_newton(model_ng, t_ng, r, rot)
         return r, rot, k + 1, dnorm
 
     r_ng, rot_ng = no_grad((r, rot))
-    res0 = jnp.linalg.norm(jac.psi(cons_ng, com_ng, form, t_ng, r_ng, rot_ng))
+    res0 = jnp.linalg.norm(jac.psi(model_ng, form, t_ng, r_ng, rot_ng))
     init = (r_ng, rot_ng, jnp.array(0, jnp.int32), jnp.where(res0 < tol, jnp.zeros_like(res0), jnp.inf))
     r_hat, rot_hat, k, _ = jax.lax.while_loop(cond, body, init)
     # The value stays (r_hat, rot_hat) up to a step below tol; the tangents are the start's.
-    r, rot, _ = gauss_newton(cons, com, t, r_hat + (r - r_ng), rot_hat + (rot - rot_ng))
-    return r, rot, k, jnp.max(jnp.abs(jac.psi(cons, com, form, t, r, rot)))
+    r, rot, _ = gauss_newton(model, t, r_hat + (r - r_ng), rot_hat + (rot - rot_ng))
+    return r, rot, k, jnp.max(jnp.abs(jac.psi(model, form, t, r, rot)))
 
 
 def project_velocity(model, t, formulation, r, rot, rdot, rate):
     """Closest ``(r_dot, rate)`` (Euclidean) with ``G q_dot = nu``."""
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
-    com = _com(model, r.dtype)
-    G = jac.jacobian(model.constraints, com, form, t, r, rot)
+    G = jac.jacobian(model, form, t, r, rot)
     qdot = jac.join(rdot, rate)
-    res = G @ qdot - jac.nu(model.constraints, com, form, t, r, rot)
-    qdot = qdot - G.T @ jnp.linalg.solve(G @ G.T, res)
+    qdot = qdot - _least_norm(G, G @ qdot - jac.nu(model, form, t, r, rot))
     return jac.split(form, qdot, r.shape[0])
 
 
@@ -118,13 +116,13 @@ def kinematics(
     formulation: str = "rA",
     *,
     tol: float = 1e-10,
-    max_steps: int = 50,
+    max_iterations: int = 50,
     modified: bool = True,
     predictor: bool = False,
 ) -> KinematicsSolution:
     """Position, velocity and acceleration analysis of a zero-DOF model on the grid ``ts``.
 
-    ``modified`` freezes the iteration matrix per step (the seed's codes); ``predictor`` starts
+    ``modified`` freezes the iteration matrix per step (the paper's public codes); ``predictor`` starts
     Newton from the exp-map predictor ``A_{n-1} exp(h omega_{n-1})`` (eq. 11) instead of the
     previous configuration. The initial configuration is assembled at ``ts[0]`` first.
     """
@@ -135,12 +133,10 @@ def kinematics(
     ts = ts.astype(dtype)
     nb = model.num_bodies
     n = jac.num_coordinates(form, nb)
-    cons = model.constraints
-    com = _com(model, dtype)
-    m = cons.num_constraints + (nb if form.normalization else 0)
+    m = model.num_constraints + (nb if form.normalization else 0)
     if m != n:
         raise ValueError(
-            f"kinematics: the model has {cons.num_constraints} constraints for {nb} bodies; kinematic "
+            f"kinematics: the model has {model.num_constraints} constraints for {nb} bodies; kinematic "
             f"analysis needs zero degrees of freedom ({n - (nb if form.normalization else 0)} constraints)"
         )
 
@@ -148,16 +144,16 @@ def kinematics(
         # Newton with the configuration updated after every iteration (for rA:
         # A <- A exp(hat(-delta))), the iteration matrix frozen at the step's start (modified)
         # or re-evaluated at every iterate (full).
-        lu0 = jax.scipy.linalg.lu_factor(jac.jacobian(cons, com, form, t, r, rot))
+        lu0 = linear.factor(jac.jacobian(model, form, t, r, rot))
 
         def cond(carry):
             _, _, k, dnorm, ok = carry
-            return (k < max_steps) & (dnorm >= tol) & ok
+            return (k < max_iterations) & (dnorm >= tol) & ok
 
         def body(carry):
             r, rot, k, _, _ = carry
-            lu = lu0 if modified else jax.scipy.linalg.lu_factor(jac.jacobian(cons, com, form, t, r, rot))
-            delta = jax.scipy.linalg.lu_solve(lu, jac.psi(cons, com, form, t, r, rot))
+            lu = lu0 if modified else linear.factor(jac.jacobian(model, form, t, r, rot))
+            delta = linear.solve_factored(lu, jac.psi(model, form, t, r, rot))
             r, rot = jac.chart(form, r, rot, -delta)
             dnorm = jnp.linalg.norm(delta)
             return r, rot, k + 1, dnorm, jnp.isfinite(dnorm)
@@ -168,10 +164,10 @@ def kinematics(
         return r, rot, k, result
 
     def velocity_acceleration(t, r, rot):
-        G = jac.jacobian(cons, com, form, t, r, rot)
-        lu = jax.scipy.linalg.lu_factor(G)
-        qdot = jax.scipy.linalg.lu_solve(lu, jac.nu(cons, com, form, t, r, rot))
-        qddot = jax.scipy.linalg.lu_solve(lu, jac.gamma(cons, com, form, t, r, rot, qdot))
+        G = jac.jacobian(model, form, t, r, rot)
+        lu = linear.factor(G)
+        qdot = linear.solve_factored(lu, jac.nu(model, form, t, r, rot))
+        qddot = linear.solve_factored(lu, jac.gamma(model, form, t, r, rot, qdot))
         rdot, rate = jac.split(form, qdot, nb)
         rddot, rate_dot = jac.split(form, qddot, nb)
         omega, omega_dot = form.omega(rot, rate), form.omega_dot(rot, rate, rate_dot)
@@ -179,7 +175,7 @@ def kinematics(
 
     def outputs(t, r, rot, k, result):
         rdot, rddot, omega, omega_dot, rate = velocity_acceleration(t, r, rot)
-        out = (r, form.rotation(rot), rdot, omega, rddot, omega_dot, jac.psi(cons, com, form, t, r, rot), k, result)
+        out = (r, form.rotation(rot), rdot, omega, rddot, omega_dot, jac.psi(model, form, t, r, rot), k, result)
         return out, rate
 
     r0 = jnp.asarray(model.r0, dtype)

@@ -1,4 +1,11 @@
-"""Model: bodies, forces, gravity, optional constraints and the initial state."""
+"""Model: bodies, forces, gravity, optional constraints and the initial state.
+
+The one place a model is read. Every solver takes from it the same few things: the bodies'
+inertias, the applied wrenches (:meth:`Model.applied_forces`), the Newton-Euler rows of each body
+(:meth:`Model.newton_euler`), the constraint rows with pinned points included
+(:meth:`Model.constraint_residual`) and the initial state (:meth:`Model.initial_state`). A
+solver never reads ``fixed_origin`` or ``constraints`` itself.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .body import RigidBody, _concrete
 from .forces import AbstractForce, gravity_forces
+from .lie import cross
 
 
 FORMULATIONS = ("so3xr3", "se3", "ulvc")
@@ -22,9 +30,11 @@ class Model(eqx.Module):
     Initial conditions: ``r0`` world COM positions, ``R0`` body-to-world rotations, ``v0`` world
     COM velocities, ``omega0`` body angular velocities (all with leading axis nb).
 
-    ``fixed_origin[i]`` pins the body-frame origin of body ``i`` in space (a body turning about
-    a fixed point, written about that point, as the heavy top without constraints): its COM
-    is then ``com`` away from the pivot and ``v0`` is implied by ``omega0`` (it is ignored).
+    ``fixed_origin[i]`` pins the body-frame origin of body ``i`` where it starts (a spherical
+    joint to the ground there; the heavy top without constraints): its COM is then ``com`` away
+    from the pivot and ``v0`` is implied by ``omega0`` (it is ignored). Explicit solvers write
+    such a body's equations about the pivot; implicit ones get three constraint rows per pinned
+    body from :meth:`constraint_residual`.
     ``formulation`` picks the equations of motion used by the explicit solvers: Newton-Euler
     on SO(3)xR3 (``"so3xr3"``, world COM velocity), on SE(3) (``"se3"``, body twist) or the
     unified local velocity coordinates (``"ulvc"``, with hexahedron half-sides ``ulvc_lengths``).
@@ -96,6 +106,7 @@ class Model(eqx.Module):
         for f in self.forces:
             if not callable(f):
                 raise ValueError(f"Model: force element {f!r} is not callable")
+        self.check_finite()
         R = _concrete(self.R0)
         if R is not None:
             err = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-1, -2))
@@ -106,6 +117,18 @@ class Model(eqx.Module):
         lengths = _concrete(self.ulvc_lengths)
         if lengths is not None and not np.all(lengths > 0):
             raise ValueError("Model: ulvc_lengths must be positive")
+
+    def check_finite(self) -> None:
+        """Raise ``ValueError`` naming the field and body of a NaN or Inf in the initial state
+        (nothing is checked where the values are traced)."""
+        for name in ("r0", "R0", "v0", "omega0"):
+            x = _concrete(getattr(self, name))
+            if x is None:
+                continue
+            bad = ~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"Model: {name} of body {self.body_names[i]!r} is not finite: {x[i].tolist()}")
 
     @property
     def num_bodies(self) -> int:
@@ -120,3 +143,48 @@ class Model(eqx.Module):
             fe, te = element(t, r, R, rdot, omega)
             f, tau = f + fe, tau + te
         return f, tau
+
+    # -- what the solvers read ------------------------------------------------------------------
+
+    @property
+    def pinned(self) -> np.ndarray:
+        """Indices of the bodies whose origin is pinned (static)."""
+        return np.flatnonzero(np.asarray(self.fixed_origin, dtype=bool))
+
+    @property
+    def num_constraints(self) -> int:
+        """Rows of :meth:`constraint_residual`: the constraint set's, then 3 per pinned body."""
+        own = 0 if self.constraints is None else self.constraints.num_constraints
+        return own + 3 * self.pinned.size
+
+    def initial_state(self) -> tuple[Array, Array, Array, Array]:
+        """``(r0, R0, v0, omega0)``: world COM, body-to-world rotation, world COM velocity and
+        body angular velocity, with a pinned body's COM velocity ``R0 (omega0 x com)``."""
+        r, R, v, w = self.r0, self.R0, self.v0, self.omega0
+        if self.pinned.size:
+            spun = jnp.sum(R * cross(w, self.bodies.com)[:, None, :], axis=-1)
+            v = jnp.where(jnp.asarray(self.fixed_origin)[:, None], spun, v)
+        return r, R, v, w
+
+    def constraint_residual(self, t, origins: Float[Array, "nb 3"], R: Float[Array, "nb 3 3"]) -> Float[Array, " m"]:
+        """``Phi(t, origins, R)``: the constraint set's rows, then ``origin - pivot`` for each
+        pinned body (its origin where it starts). ``origins`` are the body-frame origins
+        ``r - R com``."""
+        rows = [] if self.constraints is None else [self.constraints.residual(t, origins, R)]
+        idx = self.pinned
+        if idx.size:
+            pivots = self.r0[idx] - jnp.sum(self.R0[idx] * self.bodies.com[idx][:, None, :], axis=-1)
+            rows.append((origins[idx] - pivots).reshape(-1))
+        return jnp.concatenate(rows) if rows else jnp.zeros((0,), origins.dtype)
+
+    def newton_euler(
+        self, t, r, R, v, omega, acceleration: Float[Array, "nb 3"], angular_acceleration: Float[Array, "nb 3"]
+    ) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
+        """The Newton-Euler rows of every body without constraint forces:
+        ``m a - f`` (world) and ``J omega_dot + omega x J omega - tau`` (body axes, about the COM),
+        with ``(f, tau)`` from :meth:`applied_forces` at ``(t, r, R, v, omega)``."""
+        f, tau = self.applied_forces(t, r, R, v, omega)
+        J = self.bodies.inertia
+        Jw = jnp.sum(J * omega[:, None, :], axis=-1)  # broadcast-and-sum: fuses, unlike tiny dots
+        ang = jnp.sum(J * angular_acceleration[:, None, :], axis=-1) + cross(omega, Jw) - tau
+        return self.bodies.mass[:, None] * acceleration - f, ang

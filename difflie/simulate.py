@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from .solvers.base import RESULTS, AbstractSolver, BodyState
+from .results import RESULTS, BodyState
+from .solvers.base import AbstractSolver, StepStats
 
 
 class SaveAt(eqx.Module):
@@ -75,6 +76,11 @@ class PIDController(eqx.Module):
             raise ValueError("PIDController: rtol and atol cannot both be zero")
 
 
+class SimulationError(RuntimeError):
+    """An unsuccessful :func:`simulate` with ``throw=True``, outside ``jit``: the message names
+    the reason, the step and its time (:meth:`Solution.failure_message`)."""
+
+
 class Stats(eqx.Module):
     """Counters of a simulation, and where it first failed.
 
@@ -106,14 +112,16 @@ class _Failure(eqx.Module):
         return cls(jnp.asarray(-1, jnp.int32), jnp.asarray(jnp.nan, dtype), jnp.asarray(0, jnp.int32),
                    jnp.asarray(jnp.nan, dtype))  # fmt: skip
 
-    def record(self, result, new, step, time, st) -> _Failure:
-        """Keep the first failure: ``new`` is this step's result, ``result`` the one so far."""
+    def record(self, result, new, step, time, st: StepStats | None) -> _Failure:
+        """Keep the first failure: ``new`` is this step's result, ``result`` the one so far
+        (``st`` None: before the first step)."""
         first = (result == RESULTS.successful) & (new != RESULTS.successful)
-        residual = jnp.asarray(jnp.nan if st.residual is None else st.residual, self.residual.dtype)
+        residual = jnp.asarray(jnp.nan if st is None or st.residual is None else st.residual, self.residual.dtype)
+        iterations = 0 if st is None else st.newton_iterations
         return _Failure(
             jnp.where(first, jnp.asarray(step, jnp.int32), self.step),
             jnp.where(first, jnp.asarray(time, self.time.dtype), self.time),
-            jnp.where(first, jnp.asarray(st.newton_iterations, jnp.int32), self.iterations),
+            jnp.where(first, jnp.asarray(iterations, jnp.int32), self.iterations),
             jnp.where(first, residual, self.residual),
         )
 
@@ -194,6 +202,27 @@ def _progress_fn(progress):
 
 def _first_failure(old, new):
     return RESULTS.where(old == RESULTS.successful, new, old)
+
+
+def _finite_or_fail(y, result):
+    """``result``, or ``RESULTS.nonfinite`` where a successful step left a NaN or Inf in the
+    state ``y``: one check here for every solver (a step that failed keeps its own reason)."""
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(y) if eqx.is_inexact_array(leaf)]))
+    return RESULTS.where(finite | (result != RESULTS.successful), result, RESULTS.nonfinite)
+
+
+def _report_failure(failed, code, step, time, iterations, residual) -> None:
+    """Host side of ``throw=True`` under ``jit``: one line on stderr per failed run (batch
+    element), naming the step, time and reason, before the error raises."""
+    failed = np.atleast_1d(np.asarray(failed))
+    fields = [np.broadcast_to(np.asarray(x), failed.shape) for x in (code, step, time, iterations, residual)]
+    for idx in zip(*np.nonzero(failed)):
+        c, k, t, it, r = (f[idx] for f in fields)
+        what = RESULTS._index_to_message[int(c)]
+        where = f"batch element {tuple(int(i) for i in idx)}: " if failed.size > 1 else ""
+        detail = f", residual {float(r):.3e} after {int(it)} Newton iterations" if np.isfinite(r) else ""
+        sys.stderr.write(f"difflie.simulate: {where}{what} at step {int(k)} (t = {float(t):.6g} s){detail}\n")
+    sys.stderr.flush()
 
 
 # XLA:CPU runs a loop body about twice as slowly when its fused kernels read their step's slice
@@ -310,12 +339,15 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
         y, state, evals, newton, result, failure = carry
         k, ta, tb = xs
         y1, _, state1, st, res = solver.step(model, ta, tb, y, state)
+        res = _finite_or_fail(y1, res)
         failure = failure.record(result, res, k, ta, st)
         carry = (y1, state1, evals + st.evaluations, newton + st.newton_iterations, _first_failure(result, res), failure)
         return carry, (solver.observe(model, y1) if save_every else None)
 
     n = fractions.shape[0] - 1
-    init = (y0, state0, zero, zero, RESULTS.where(True, RESULTS.successful, RESULTS.successful), _Failure.none(grid.dtype))
+    result0 = _finite_or_fail(y0, RESULTS.where(True, RESULTS.successful, RESULTS.successful))
+    failure0 = _Failure.none(grid.dtype).record(RESULTS.successful, result0, 0, t0, None)
+    init = (y0, state0, zero, zero, result0, failure0)
     xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
     (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1, n), _sub_chunk(y0))
     obs0 = solver.observe(model, y0)
@@ -440,6 +472,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
         t_next = jnp.where(carry.t + carry.dt >= goal, goal, carry.t + carry.dt)
         dt = t_next - carry.t
         y1, y_err, state1, st, res = solver.step(model, carry.t, t_next, carry.y, carry.state)
+        res = _finite_or_fail(y1, res)
         err = solver.error_norm(carry.y, y1, y_err, c.rtol, c.atol)
         finite = jnp.isfinite(err)
         accept = finite & (err <= 1)
@@ -481,9 +514,13 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
             result, failure, save_next, buf_t_, buf_s_,
         )  # fmt: skip
 
+    # A non-finite initial state or save time fails at once (the loop does not run).
+    ok0 = True if save_ts is None else jnp.all(jnp.isfinite(save_ts))
+    result0 = _finite_or_fail(y0, RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite))
+    failure0 = _Failure.none(dtype).record(RESULTS.successful, result0, 0, t0, None)
     init = _Carry(
         t0, y0, state0, jnp.asarray(dt0, dtype), jnp.ones(2, dtype), zero, zero, zero, zero,
-        RESULTS.where(True, RESULTS.successful, RESULTS.successful), _Failure.none(dtype), save_next, buf_t, buf_s,
+        result0, failure0, save_next, buf_t, buf_s,
     )  # fmt: skip
     buffers = (lambda cr: (cr.buf_t, cr.buf_s)) if (saveat.steps or save_ts is not None) else None
     final = eqxi.while_loop(cond, body, init, max_steps=max_steps, buffers=buffers, kind=kind)
@@ -537,7 +574,11 @@ def simulate(
     states; ``"steps"`` one state per step (``O(n)`` memory, each step recomputed once: the
     cheapest reverse pass on CPU); ``False`` every intermediate XLA needs (no recomputation).
     With ``throw=True`` an unsuccessful result (non-finite state, step-size underflow,
-    ``max_steps``, Newton failure) raises.
+    ``max_steps``, Newton failure) raises: eagerly a :class:`SimulationError` naming the
+    reason, step and time; under ``jit`` and ``vmap`` every returned array carries the error
+    (``equinox``'s runtime error with the reason), and the step and time go to stderr. A NaN
+    or Inf in the initial state, the times or ``SaveAt(ts)`` is refused before running where
+    they are concrete, and fails at step 0 where they are traced.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
     mode with bounded memory; no forward mode) or ``"forward"`` (a plain bounded while loop:
     forward mode, ``jax.jvp``/``jax.jacfwd``, but no reverse mode). With ``throw=False`` a failed
@@ -568,6 +609,16 @@ def simulate(
                 raise ValueError("SaveAt(ts): times must be a strictly increasing 1-d array")
             if t0f is not None and t1f is not None and (tsn[0] < t0f or tsn[-1] > t1f * (1 + 1e-14) + 1e-300):
                 raise ValueError(f"SaveAt(ts): times must lie in [t0, t1] = [{t0f}, {t1f}]")
+    if saveat.ts is not None:
+        tsn = _concrete_ts(saveat.ts)
+        if tsn is not None and not np.all(np.isfinite(tsn)):
+            raise ValueError(f"SaveAt(ts): times must be finite, got {tsn.tolist()}")
+    for name, x in (("t0", t0f), ("t1", t1f), ("dt", _concrete_float(dt))):
+        if x is not None and not math.isfinite(x):
+            raise ValueError(f"simulate: {name} must be finite, got {x}")
+    solver.check_model(model)
+    if hasattr(model, "check_finite"):
+        model.check_finite()
     dtype = jnp.result_type(*(x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)))
     t0a, t1a, dta = (jnp.asarray(x, dtype) for x in (t0, t1, dt))
     if isinstance(stepsize_controller, PIDController):
@@ -592,5 +643,12 @@ def simulate(
     else:
         raise ValueError(f"simulate: unknown stepsize_controller {stepsize_controller!r}")
     if throw:
-        ts = result.error_if(ts, result != RESULTS.successful)
+        failed = result != RESULTS.successful
+        if _concrete_float(failed) is not None:  # eager: one line naming step, time and reason
+            if bool(failed):
+                raise SimulationError(Solution(ts, states, stats, result, model.body_names).failure_message())
+        else:  # traced: the line goes to stderr, and every returned array carries the error
+            jax.debug.callback(_report_failure, failed, result._value, stats.failure_step, stats.failure_time,
+                               stats.failure_iterations, stats.failure_residual)  # fmt: skip
+            ts, states = result.error_if((ts, states), failed)
     return Solution(ts, states, stats, result, model.body_names)

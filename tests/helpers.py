@@ -35,3 +35,11 @@ def run_float32(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
+
+
+def as_model(constraints, com):
+    """What :mod:`difflie.constraints.jacobians` reads of a model, from a bare constraint set
+    and the bodies' centres of mass (to test the constraints without building bodies)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(bodies=SimpleNamespace(com=com), constraint_residual=constraints.residual)

@@ -128,7 +128,7 @@ def test_subprocess_prints_no_traceback():
 @pytest.mark.parametrize(
     "argv_tail, message",
     [
-        (["heavy-top", "--dt", "0.5", "--t1", "200"], "NaN or Inf in the state at step 3 (t = 1.5 s)"),
+        (["heavy-top", "--dt", "0.5", "--t1", "200"], "NaN or Inf in the state or the times at step 3 (t = 1.5 s)"),
         (["slider-crank", "--solver", "backward-euler", "--dt", "0.5", "--t1", "2"],
          "Newton iteration did not converge at step 0 (t = 0 s): residual "),
         (["heavy-top", "--solver", "dopri5", "--rtol", "1e-300", "--t1", "1"], "step size underflow"),

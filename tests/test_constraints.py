@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import run_float32
+from helpers import run_float32, as_model
 
 from difflie import constraints as C
 from difflie.constraints import jacobians as jac
@@ -105,14 +105,14 @@ def test_rA_jacobian_matches_corrected_table2(kind):
     v = [jnp.asarray(x) for x in KIND_VECTORS[kind]]
     r, A = _pair_state()
     cs = C.ConstraintSet([_rows(kind, v)], 2)
-    G = np.asarray(jac.jacobian(cs, jnp.zeros((2, 3)), RA(), 0.0, jnp.asarray(r), jnp.asarray(A)))
+    G = np.asarray(jac.jacobian(as_model(cs, jnp.zeros((2, 3))), RA(), 0.0, jnp.asarray(r), jnp.asarray(A)))
     expected = _table2(kind, [np.asarray(x) for x in v], r, A)
     # our columns: [r_1, r_2, theta_1, theta_2]; Table 2: [r_i, theta_i, r_j, theta_j]
     ours = np.concatenate([G[0, 0:3], G[0, 6:9], G[0, 3:6], G[0, 9:12]])
     np.testing.assert_allclose(ours, expected, atol=1e-12)
     # ground as body j: its columns are simply absent, the rest is unchanged
     cs_g = C.ConstraintSet([_rows(kind, v, 0, C.GROUND)], 1)
-    Gg = np.asarray(jac.jacobian(cs_g, jnp.zeros((1, 3)), RA(), 0.0, jnp.zeros((1, 3)), jnp.asarray(A[:1])))
+    Gg = np.asarray(jac.jacobian(as_model(cs_g, jnp.zeros((1, 3))), RA(), 0.0, jnp.zeros((1, 3)), jnp.asarray(A[:1])))
     exp_g = _table2(kind, [np.asarray(x) for x in v], np.stack([np.zeros(3), np.zeros(3)]), np.stack([A[0], np.eye(3)]))
     np.testing.assert_allclose(np.concatenate([Gg[0, :3], Gg[0, 3:]]), exp_g[:6], atol=1e-12)
 
@@ -137,8 +137,8 @@ def test_rA_gamma_matches_second_time_derivative(kind):
     cs = C.ConstraintSet([_rows(kind, v)], 2)
     com = jnp.zeros((2, 3))
     qdot = jac.join(jnp.asarray(rd), jnp.asarray(w))
-    gam = float(jac.gamma(cs, com, RA(), 0.0, jnp.asarray(r), jnp.asarray(A), qdot)[0])
-    G = np.asarray(jac.jacobian(cs, com, RA(), 0.0, jnp.asarray(r), jnp.asarray(A)))
+    gam = float(jac.gamma(as_model(cs, com), RA(), 0.0, jnp.asarray(r), jnp.asarray(A), qdot)[0])
+    G = np.asarray(jac.jacobian(as_model(cs, com), RA(), 0.0, jnp.asarray(r), jnp.asarray(A)))
 
     def phi(s):
         rs = r + s * rd + s**2 * rdd / 2
@@ -177,11 +177,11 @@ def test_formulations_agree_on_phi_velocity_and_acceleration():
         if rate.shape[-1] == 4:  # Euler parameters: p . p_ddot = -|p_dot|^2 (second derivative of |p| = 1)
             rate_dot = rate_dot - rot * (jnp.sum(rot * rate_dot, -1) + jnp.sum(rate * rate, -1))[:, None]
         np.testing.assert_allclose(form.omega_dot(rot, rate, rate_dot), wd, atol=1e-11)
-        G = jac.jacobian(cs, com, form, t, r, rot)
+        G = jac.jacobian(as_model(cs, com), form, t, r, rot)
         qd, qdd = jac.join(rd, rate), jac.join(rdd, rate_dot)
-        phi = jac.psi(cs, com, form, t, r, rot)[:3]
-        phid = (G @ qd - jac.nu(cs, com, form, t, r, rot))[:3]
-        phidd = (G @ qdd - jac.gamma(cs, com, form, t, r, rot, qd))[:3]
+        phi = jac.psi(as_model(cs, com), form, t, r, rot)[:3]
+        phid = (G @ qd - jac.nu(as_model(cs, com), form, t, r, rot))[:3]
+        phidd = (G @ qdd - jac.gamma(as_model(cs, com), form, t, r, rot, qd))[:3]
         results[form.name] = np.concatenate([phi, phid, phidd])
     np.testing.assert_allclose(results["rp"], results["rA"], atol=1e-11)
     np.testing.assert_allclose(results["re"], results["rA"], atol=1e-11)
@@ -226,7 +226,7 @@ def test_joints_rows_rank_and_allowed_motion(maker, rows, dof):
     R = jnp.broadcast_to(jnp.eye(3), (2, 3, 3))
     assert np.abs(cs.residual(0.0, r, R)).max() < 1e-15
     # fix body 0 (ground it by removing its columns) and count the freedom of body 1
-    G = np.asarray(jac.jacobian(cs, jnp.zeros((2, 3)), RA(), 0.0, r, R))
+    G = np.asarray(jac.jacobian(as_model(cs, jnp.zeros((2, 3))), RA(), 0.0, r, R))
     G1 = G[:, [3, 4, 5, 9, 10, 11]]
     s = np.linalg.svd(G1, compute_uv=False)
     assert np.sum(s > 1e-10) == rows and 6 - rows == dof
@@ -238,8 +238,8 @@ def test_angle_driver_keeps_rank_where_dp1_driver_loses_it():
     r = jnp.zeros((1, 3))
     cs_dp1 = C.ConstraintSet([C.dp1(0, (0, 1.0, 0), C.GROUND, (0, 1.0, 0), f=C.Driver(lambda t: jnp.cos(0.0 * t)))], 1)
     cs_ang = C.ConstraintSet([C.angle(0, (0, 1.0, 0), C.GROUND, (0, 1.0, 0), (0, 0, 1.0), theta)], 1)
-    g_dp1 = jac.jacobian(cs_dp1, jnp.zeros((1, 3)), RA(), 0.0, r, A)
-    g_ang = jac.jacobian(cs_ang, jnp.zeros((1, 3)), RA(), 0.0, r, A)
+    g_dp1 = jac.jacobian(as_model(cs_dp1, jnp.zeros((1, 3))), RA(), 0.0, r, A)
+    g_ang = jac.jacobian(as_model(cs_ang, jnp.zeros((1, 3))), RA(), 0.0, r, A)
     assert np.abs(g_dp1).max() < 1e-15
     assert abs(g_ang[0, 3]) == pytest.approx(1.0)  # rotation about body x moves y towards z
     assert abs(cs_ang.residual(0.0, r, A)[0]) < 1e-15
@@ -249,7 +249,7 @@ def test_no_nan_gradients_at_identity_and_float32():
     cs = C.ConstraintSet(C.revolute(0, (0.5, 0, 0), (0, 0, 1.0), C.GROUND, (0, 0, 0), (0, 0, 1.0)) + [C.d(0, (0.5, 0, 0), C.GROUND, (0, 0, 0), 0.0)], 1)
 
     def loss(x):
-        return jnp.sum(jac.psi_chart(cs, jnp.zeros((1, 3)), RA(), 0.0, jnp.asarray([[0.5, 0, 0]]), jnp.eye(3)[None], x) ** 2)
+        return jnp.sum(jac.psi_chart(as_model(cs, jnp.zeros((1, 3))), RA(), 0.0, jnp.asarray([[0.5, 0, 0]]), jnp.eye(3)[None], x) ** 2)
 
     g = jax.grad(loss)(jnp.zeros(6))
     h = jax.hessian(loss)(jnp.zeros(6))
@@ -262,7 +262,9 @@ def test_no_nan_gradients_at_identity_and_float32():
         "from difflie.constraints.formulations import RA\n"
         "cs = C.ConstraintSet(C.revolute(0, (0.5, 0, 0), (0, 0, 1.0), C.GROUND, (0, 0, 0), (0, 0, 1.0)), 1)\n"
         "r = jnp.asarray([[-0.5, 0.0, 0.0]]); R = jnp.eye(3)[None]\n"
-        "res = cs.residual(0.0, r, R); G = jac.jacobian(cs, jnp.zeros((1, 3)), RA(), 0.0, r, R)\n"
+        "from types import SimpleNamespace\n"
+        "m = SimpleNamespace(bodies=SimpleNamespace(com=jnp.zeros((1, 3))), constraint_residual=cs.residual)\n"
+        "res = cs.residual(0.0, r, R); G = jac.jacobian(m, RA(), 0.0, r, R)\n"
         "assert res.dtype == jnp.float32 and G.dtype == jnp.float32 and float(jnp.abs(res).max()) < 1e-6\n"
         "print('ok')\n"
     )

@@ -18,7 +18,7 @@ from difflie.coords import (
     WienerMilenkovic,
 )
 from difflie.coords.euler_angles import SEQUENCES
-from difflie.lie import SO3, _ops
+from difflie.lie import SO3, ops as _ops
 
 CHARTS = [RotationMatrix(), EulerParameters(), RotationVector(), Rodrigues(), WienerMilenkovic()] + [
     EulerAngles(s) for s in SEQUENCES

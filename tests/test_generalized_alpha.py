@@ -15,7 +15,7 @@ from difflie.lie import SO3
 from difflie.model import Model
 from difflie.models.spatial import heavy_top_spherical
 from difflie.simulate import simulate
-from difflie.solvers.base import RESULTS
+from difflie.results import RESULTS
 from difflie.solvers.generalized_alpha import GeneralizedAlpha, alpha_coefficients
 
 # seed_002 §6.1: heavy-top COM at t = 1 s (DOP853, rtol 1e-13) and the digest's own Lie

@@ -184,7 +184,7 @@ def dqvi_free():
 @pytest.fixture(scope="module")
 def backward_euler_crank():
     # full Newton to rounding level (see galpha_top)
-    return Case(crank_functional(BackwardEuler("rA", tol=1e-12, modified=False)), groups=CRANK_GROUPS)
+    return Case(crank_functional(BackwardEuler("rA", tol=1e-12, newton="full")), groups=CRANK_GROUPS)
 
 
 @pytest.fixture(scope="module")

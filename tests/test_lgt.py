@@ -14,7 +14,7 @@ from difflie.coords import (
     RotationVector,
     WienerMilenkovic,
 )
-from difflie.lie import SE3, SO3, _ops
+from difflie.lie import SE3, SO3, ops as _ops
 
 CHARTS = [
     RotationMatrix(),

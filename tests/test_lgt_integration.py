@@ -23,9 +23,9 @@ from difflie.coords import (
     WienerMilenkovic,
     integrate,
 )
-from difflie.lie import SO3, _ops
+from difflie.lie import SO3, ops as _ops
 from difflie.simulate import PIDController, SaveAt, simulate
-from difflie.solvers.base import RESULTS
+from difflie.results import RESULTS
 from difflie.solvers.generalized_alpha import alpha_coefficients
 from difflie.solvers.tableaux import BOSH3, DOPRI5
 

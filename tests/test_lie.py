@@ -173,7 +173,7 @@ def test_golden_values_seed001_se3():
 
 def test_printed_seed001_commutator_is_wrong():
     """Seed 001 eq. 17 prints a commutator [n_T, n_R]; with it the block misses autodiff by ~5e-2."""
-    from difflie.lie import _coefficients as c
+    from difflie.lie import coefficients as c
 
     n = jnp.array([0.1, -0.2, 0.3, 0.4, 0.5, -0.6])
     v, w = n[:3], n[3:]

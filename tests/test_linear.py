@@ -1,4 +1,4 @@
-"""Dense solves of the implicit steps (difflie.solvers.linear): against numpy, derivatives
+"""Dense solves of the implicit steps (difflie.numerics.linear): against numpy, derivatives
 against jnp.linalg.solve, float32, and a solve from kept factors has no pivot loop."""
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from difflie.solvers import linear
+from difflie.numerics import linear
 
 RNG = np.random.default_rng(7)
 

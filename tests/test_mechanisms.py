@@ -82,12 +82,12 @@ def slope(hs, errs):
 
 @eqx.filter_jit
 def _initial_residuals(model, form):
-    com, rot = model.bodies.com, form.from_rotation(model.R0)
-    psi = jac.psi(model.constraints, com, form, 0.0, model.r0, rot)
+    rot = form.from_rotation(model.R0)
+    psi = jac.psi(model, form, 0.0, model.r0, rot)
     if form != get_formulation("rA"):
         return jnp.max(jnp.abs(psi)), None
-    G = jac.jacobian(model.constraints, com, form, 0.0, model.r0, rot)
-    vres = G @ jac.join(model.v0, model.omega0) - jac.nu(model.constraints, com, form, 0.0, model.r0, rot)
+    G = jac.jacobian(model, form, 0.0, model.r0, rot)
+    vres = G @ jac.join(model.v0, model.omega0) - jac.nu(model, form, 0.0, model.r0, rot)
     return jnp.max(jnp.abs(psi)), jnp.max(jnp.abs(vres))
 
 

@@ -1,4 +1,4 @@
-"""The shared Newton solver (difflie.solvers.newton): the leaf-by-leaf iteration matrix against
+"""The shared Newton solver (difflie.numerics.newton): the leaf-by-leaf iteration matrix against
 ``jax.jacfwd`` of the flattened residual, and solves of a saddle-point system in two leaves
 (accelerations and multipliers, as the implicit steps pose them) against its closed form."""
 
@@ -11,7 +11,7 @@ from jax.flatten_util import ravel_pytree
 
 import difflie as dl
 from difflie.solvers.backward_euler import BackwardEuler
-from difflie.solvers.newton import Newton, newton_solve, value_and_jacobian
+from difflie.numerics.newton import Newton, newton_solve, value_and_jacobian
 
 RNG = np.random.default_rng(11)
 A = jnp.asarray(RNG.normal(size=(4, 2, 3)))
@@ -53,7 +53,7 @@ def test_saddle_point_system_in_two_leaves():
     flat_res = lambda z: np.asarray(residual((jnp.asarray(z[:n]), jnp.asarray(z[n:])), (f, c)))  # noqa: E731
     ref = scipy_optimize.fsolve(flat_res, np.zeros(n + m), xtol=1e-12)
     for modified in (False, True):
-        sol = newton_solve(residual, (jnp.zeros(n), jnp.zeros(m)), (f, c), Newton(tol=1e-12, modified=modified, max_steps=60))
+        sol = newton_solve(residual, (jnp.zeros(n), jnp.zeros(m)), (f, c), Newton(tol=1e-12, modified=modified, max_iterations=60))
         assert sol.result == dl.RESULTS.successful
         np.testing.assert_allclose(jnp.concatenate(sol.value), ref, rtol=1e-10, atol=1e-12)
     # derivatives by the implicit-function theorem: d lam / d c against central differences

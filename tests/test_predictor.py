@@ -121,7 +121,7 @@ def test_kept_matrix_that_fails_is_replaced_by_a_fresh_one():
 
     @functools.partial(jax.jit, static_argnums=1)
     def two_steps(scale, max_steps):
-        solver = dl.BackwardEuler(formulation="rA", matrix_reuse=10, max_steps=max_steps, extrapolation=0)
+        solver = dl.BackwardEuler(formulation="rA", matrix_reuse=10, max_iterations=max_steps, extrapolation=0)
 
         def advance(k, carry):  # past the start, where steps take three iterations and rebuild
             return solver.step(model, k * h, (k + 1) * h, *carry)[0:3:2]

@@ -209,7 +209,7 @@ def test_fast_so3_increment_matches_lie_group():
     k2; at 0, at the Taylor switches (angle 0.3, and 1 for k2) and next to pi."""
     from scipy.spatial.transform import Rotation
 
-    from difflie.lie import _coefficients
+    from difflie.lie import coefficients as _coefficients
     from difflie.solvers.rkmk import _so3_increment
 
     ws = jnp.array([[0.0, 0.0, 0.0], [1e-9, -2e-9, 1e-9], [3e-5, 1e-5, -2e-5], [0.01, 0.0, 0.0],
@@ -246,3 +246,20 @@ def test_mixed_pinned_and_free_bodies():
     np.testing.assert_allclose(np.linalg.norm(state.position[0] - REF_T1), 1.344e-4, rtol=2e-3)
     # The free body falls: x(1) = x0 + v0 - g/2 e_z.
     np.testing.assert_allclose(state.position[1], [1.5, 2.0, 4.0 - 9.81 / 2], atol=1e-12)
+
+
+def test_one_checked_tableau_class():
+    """One tableau class for the RKMK and the LGT solvers: bad tableaux are refused, FSAL is
+    detected from the coefficients (not declared), and a diffrax tableau converts."""
+    from difflie.coords import LGTRungeKutta, Tableau
+
+    assert Tableau is tableaux.ButcherTableau
+    assert [t.fsal for t in (tableaux.RK4, tableaux.BOSH3, tableaux.DOPRI5, tableaux.RK67)] == [False, True, True, False]
+    with pytest.raises(ValueError, match="row 1 of a sums to 0.4"):
+        tableaux.ButcherTableau((0.0, 0.5), ((), (0.4,)), (0.5, 0.5))
+    with pytest.raises(ValueError, match="sum to 0.9"):
+        tableaux.ButcherTableau((0.0, 0.5), ((), (0.5,)), (0.4, 0.5))
+    diffrax = pytest.importorskip("diffrax")
+    converted = Tableau.convert(diffrax.Dopri5())
+    assert converted.fsal and converted.b == tableaux.DOPRI5.b
+    assert LGTRungeKutta(tableaux.DOPRI5, method_order=5).tableau is tableaux.DOPRI5

@@ -18,7 +18,7 @@ from difflie.models.spatial import (
     puma560_joint_angles,
     spatial_slider_crank,
 )
-from difflie.solvers.base import RESULTS
+from difflie.results import RESULTS
 from difflie.solvers.generalized_alpha import GeneralizedAlpha
 
 

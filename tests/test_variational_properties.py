@@ -20,8 +20,8 @@ from scipy.integrate import solve_ivp
 
 import difflie as dl
 from difflie import diagnostics
-from difflie.lie._ops import quat_to_matrix
-from difflie.solvers.base import RESULTS
+from difflie.lie.ops import quat_to_matrix
+from difflie.results import RESULTS
 from difflie.solvers.variational import DQVI, FreeBody, SO3xR3Variational
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The basic geometric constraints of seed 003 (DP1, DP2, D, CD) and the angle driver.
+"""The basic geometric constraints of Kissel, Taves & Negrut (DP1, DP2, D, CD) and the angle driver.
 
 With ``A_i`` the rotation (body to world) and ``r_i`` the body-frame origin of body ``i``,
 ``a_i = A_i abar_i`` and ``d_ij = r_j + A_j sbar_j^Q - r_i - A_i sbar_i^P``:
@@ -26,6 +26,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
+
+from ..lie.ops import mv
 
 GROUND = -1
 
@@ -135,14 +137,10 @@ def angle(body_i: int, a_bar_i, body_j: int, b_bar_j, c_bar_j, theta, name: str 
 
 
 def dp1_swap(body_i: int, a_bar_i, body_j: int, b_bar_j, c_bar_j, theta, name: str = "") -> BasicConstraint:
-    """The seed codes' switched DP1 driver: ``a_i . b_j = cos theta`` while ``|cos theta| <= 0.9``,
-    else the alternate ``a_i . c_j = sin theta`` (kept for reproducing their iteration counts)."""
+    """The switched DP1 driver of the paper's public codes (C1/C2): ``a_i . b_j = cos theta``
+    while ``|cos theta| <= 0.9``, else the alternate ``a_i . c_j = sin theta`` (kept for
+    reproducing their iteration counts)."""
     return _make("dp1_swap", body_i, body_j, (a_bar_i, b_bar_j, c_bar_j), theta, name)
-
-
-def _rot(R, x):
-    # Broadcast-and-sum rather than a dot: on CPU a 3x3 dot is a kernel of its own, this fuses.
-    return jnp.sum(R * x[..., None, :], axis=-1)
 
 
 def _dot(a, b):
@@ -177,7 +175,7 @@ def _select(onehot: Float[Array, "k nb1"], x: Float[Array, "nb1 ..."]) -> Float[
 
 
 def _dij(ri, Ri, sp, rj, Rj, sq):
-    return rj + _rot(Rj, sq) - ri - _rot(Ri, sp)
+    return rj + mv(Rj, sq) - ri - mv(Ri, sp)
 
 
 class DP1Stack(_Stack):
@@ -185,7 +183,7 @@ class DP1Stack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v):
-        return _dot(_rot(Ri, v[0]), _rot(Rj, v[1]))
+        return _dot(mv(Ri, v[0]), mv(Rj, v[1]))
 
 
 class DP2Stack(_Stack):
@@ -193,7 +191,7 @@ class DP2Stack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v):
-        return _dot(_rot(Ri, v[0]), _dij(ri, Ri, v[1], rj, Rj, v[2]))
+        return _dot(mv(Ri, v[0]), _dij(ri, Ri, v[1], rj, Rj, v[2]))
 
 
 class DStack(_Stack):
@@ -218,8 +216,8 @@ class AngleStack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v, theta):
-        a = _rot(Ri, v[0])
-        return _dot(a, _rot(Rj, v[2])) * jnp.cos(theta) - _dot(a, _rot(Rj, v[1])) * jnp.sin(theta)
+        a = mv(Ri, v[0])
+        return _dot(a, mv(Rj, v[2])) * jnp.cos(theta) - _dot(a, mv(Rj, v[1])) * jnp.sin(theta)
 
 
 class SwapStack(_Stack):
@@ -227,9 +225,9 @@ class SwapStack(_Stack):
 
     @staticmethod
     def row(ri, Ri, rj, Rj, v, theta):
-        a = _rot(Ri, v[0])
-        primary = _dot(a, _rot(Rj, v[1])) - jnp.cos(theta)
-        alternate = _dot(a, _rot(Rj, v[2])) - jnp.sin(theta)
+        a = mv(Ri, v[0])
+        primary = _dot(a, mv(Rj, v[1])) - jnp.cos(theta)
+        alternate = _dot(a, mv(Rj, v[2])) - jnp.sin(theta)
         return jnp.where(jnp.abs(jnp.cos(theta)) > 0.9, alternate, primary)
 
 

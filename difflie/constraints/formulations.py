@@ -1,4 +1,4 @@
-"""The three absolute-coordinate formulations of seed 003: rA, rp and re.
+"""The three absolute-coordinate formulations of Kissel, Taves & Negrut: rA, rp and re.
 
 A formulation says how a body's attitude is stored (``rot``) and how it changes:
 
@@ -15,7 +15,7 @@ with ``W = I`` (rA), ``2 G(p)`` (rp), ``Bbar(eps)`` (re); ``W`` of re is taken b
 
 Constraint Jacobians, ``nu`` and ``gamma`` come from autodiff of one function
 ``Psi(t, chart(q, x))`` (the model's ``Phi`` plus, for rp, the normalisation rows), so the
-seed's Tables 2 and eqs. (18), (24), (29) are never coded by hand; they are test references.
+paper's Table 2 and eqs. (18), (24), (29) are never coded by hand; they are test references.
 """
 
 from __future__ import annotations
@@ -29,20 +29,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..lie import hat, vee
-from ..lie._ops import matrix_to_quat, so3_exp_matrix
-
-
-# 3x3 products as broadcast-and-sum: on CPU a tiny dot is a kernel of its own, these fuse.
-def _mv(m, v):
-    return jnp.sum(m * v[..., None, :], axis=-1)
-
-
-def _mtv(m, v):
-    return jnp.sum(m * v[..., :, None], axis=-2)
-
-
-def _mm(a, b):
-    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+from ..lie.ops import mm, mtv, mv, matrix_to_quat, so3_exp_matrix
 
 
 class AbstractFormulation(eqx.Module):
@@ -77,7 +64,7 @@ class AbstractFormulation(eqx.Module):
 
         def omega(rdot):
             A, Adot = jax.jvp(self.rotation, (rot,), (rdot,))
-            return vee(_mm(jnp.swapaxes(A, -1, -2), Adot))
+            return vee(mm(jnp.swapaxes(A, -1, -2), Adot))
 
         nb = rot.shape[0]
         # omega is linear in rdot and body-separable: one jacfwd, then take the diagonal blocks.
@@ -85,7 +72,7 @@ class AbstractFormulation(eqx.Module):
         return jac[jnp.arange(nb), :, jnp.arange(nb), :]
 
     def omega(self, rot: Array, rate: Float[Array, "nb d"]) -> Float[Array, "nb 3"]:
-        return _mv(self.W(rot), rate)
+        return mv(self.W(rot), rate)
 
     def omega_dot(self, rot: Array, rate: Array, rate_dot: Array) -> Float[Array, "nb 3"]:
         """Body angular acceleration ``W rate_dot + W_dot rate`` (rot moves with ``rate``)."""
@@ -99,7 +86,7 @@ class AbstractFormulation(eqx.Module):
     def rate(self, rot: Array, omega: Float[Array, "nb 3"]) -> Float[Array, "nb d"]:
         """Coordinate rates of a body angular velocity (the minimum-norm ones for rp)."""
         W = self.W(rot)
-        return _mv(jnp.linalg.pinv(W), omega)
+        return mv(jnp.linalg.pinv(W), omega)
 
     def norm_rows(self, rot: Array) -> Float[Array, " k"]:
         """Extra constraint rows of the formulation (empty unless rp)."""
@@ -123,11 +110,11 @@ class RA(AbstractFormulation):
         return R
 
     def retract(self, rot, x):
-        return _mm(rot, so3_exp_matrix(x))
+        return mm(rot, so3_exp_matrix(x))
 
     def local(self, rot, x):
         X = hat(x)
-        return _mm(rot, jnp.eye(3, dtype=x.dtype) + X + 0.5 * _mm(X, X))
+        return mm(rot, jnp.eye(3, dtype=x.dtype) + X + 0.5 * mm(X, X))
 
     def W(self, rot):
         return jnp.broadcast_to(jnp.eye(3, dtype=rot.dtype), rot.shape)
@@ -168,7 +155,7 @@ class RP(AbstractFormulation):
 
     def rate(self, p, omega):
         # p_dot = G^T omega / 2 for a unit p (G G^T = I, G p = 0).
-        return 0.25 * _mtv(self.W(p), omega)
+        return 0.25 * mtv(self.W(p), omega)
 
     def norm_rows(self, p):
         return 0.5 * (jnp.sum(p * p, -1) - 1.0)
@@ -193,8 +180,9 @@ class RE(AbstractFormulation):
     body; a bare ``eps`` means ``F = I``). The angles are singular at ``theta = 0, pi``; where
     ``|sin theta| < sin(reframe_angle)`` :meth:`reframe` moves the body's chart (not the body):
     ``F <- A A(eps_c)^T`` and ``eps <- eps_c = (0, pi/2, 0)``, the rates re-expressed for the
-    same ``omega_bar``. This is seed 003's C2 re-framing done consistently: ``A``, ``s_bar`` and
-    ``J_bar`` stay as they are (C2 rotates ``A`` and ``s_bar`` but not ``J_bar``).
+    same ``omega_bar``. This is the re-framing of the paper's public code C2, done consistently:
+    ``A``, ``s_bar`` and ``J_bar`` stay as they are (C2 rotates ``A`` and ``s_bar`` but not
+    ``J_bar``).
     """
 
     name = "re"
@@ -203,13 +191,13 @@ class RE(AbstractFormulation):
 
     @staticmethod
     def _euler(eps):
-        return _mm(_mm(_rz(eps[..., 0]), _rx(eps[..., 1])), _rz(eps[..., 2]))
+        return mm(mm(_rz(eps[..., 0]), _rx(eps[..., 1])), _rz(eps[..., 2]))
 
     def rotation(self, rot):
         A = self._euler(rot)
         if rot.shape[-1] == 3:
             return A
-        return _mm(rot[..., 3:].reshape(rot.shape[:-1] + (3, 3)), A)
+        return mm(rot[..., 3:].reshape(rot.shape[:-1] + (3, 3)), A)
 
     def retract(self, rot, x):
         return jnp.concatenate([rot[..., :3] + x, rot[..., 3:]], -1)
@@ -228,7 +216,7 @@ class RE(AbstractFormulation):
     def _centred(self, R):
         """``(eps_c, vec(R A(eps_c)^T))``: the chart centred on ``R``."""
         eps_c = jnp.broadcast_to(jnp.asarray([0.0, 0.5 * jnp.pi, 0.0], R.dtype), R.shape[:-2] + (3,))
-        F = _mm(R, jnp.swapaxes(self._euler(eps_c), -1, -2))
+        F = mm(R, jnp.swapaxes(self._euler(eps_c), -1, -2))
         return jnp.concatenate([eps_c, F.reshape(R.shape[:-2] + (9,))], -1)
 
     def from_rotation(self, R):

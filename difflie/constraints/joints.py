@@ -1,4 +1,4 @@
-"""Joints assembled from the basic constraints (seed 003, Table 1 as corrected in the digest).
+"""Joints assembled from the basic constraints (Kissel, Taves & Negrut, Table 1, corrected).
 
 Every function returns a list of :class:`~difflie.constraints.basic.BasicConstraint` rows;
 pass the concatenated lists to :class:`~difflie.constraints.ConstraintSet`. Points ``s_*`` and
@@ -110,7 +110,7 @@ def fixed(body_i: int, s_i, body_j: int, s_j, relative_rotation=None, name: str 
 def revolute_cylindrical(
     body_i: int, s_i, a_i, b_i, body_j: int, s_j, c_j, s2_j, distance, name: str = ""
 ) -> list[BasicConstraint]:
-    """The composite joint C of the slider crank (seed 003, Fig. 1).
+    """The composite joint C of the slider crank (Kissel, Taves & Negrut, Fig. 1).
 
     ``Q_j`` (point ``s_j``) lies on the line of body i through ``P_i`` normal to ``a_i``, ``b_i``
     (perpendicular-2); ``a_i`` stays perpendicular to ``c_j`` (DP1); and the point ``s2_j`` keeps

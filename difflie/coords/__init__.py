@@ -1,4 +1,6 @@
-"""Absolute rotation coordinates and the local-global transition (LGT) maps of seed_000.
+"""Absolute rotation coordinates and the local-global transition (LGT) maps of Müller,
+"Singularity-free Lie group integration and geometrically consistent evaluation of multibody
+system models described in terms of standard absolute coordinates".
 
 Charts: :class:`RotationMatrix`, :class:`EulerParameters`, :class:`EulerAngles` (twelve
 sequences), :class:`RotationVector`, :class:`Rodrigues`, :class:`WienerMilenkovic`. Each maps

@@ -1,11 +1,12 @@
-"""A rigid-body model written in absolute coordinates: the "legacy" form of seed_000 (13)-(14).
+"""A rigid-body model written in absolute coordinates: the "legacy" form of Müller, singularity-free
+Lie group integration in absolute coordinates, eqs. (13)-(14).
 
     V_dot = f(t, q, V),        q_dot = H(q)^-1 V,
 
 for ``nb`` stacked bodies. The user supplies ``f`` (e.g. from a mass matrix and forces written
 in Euler angles) and a :class:`~difflie.coords.AbstractChart`; the LGT solvers replace the
 kinematic equation by the local one, ``X_dot = dpsi^-1_{-X}(V)``, and evaluate ``f`` at
-``q = lgt(q_k, X)`` (seed_000 section 4.3, Algorithm A; section 4.4, Algorithm B).
+``q = lgt(q_k, X)`` (Müller, §6.2, "Algorithm A" here; §6.3, "Algorithm B").
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PyTree
 
-from ..lie import _ops
-from ..solvers.base import BodyState
+from ..lie import ops as _ops
+from ..results import BodyState
 from .chart import AbstractChart
 from .local import LocalCoordinates
 
@@ -29,7 +30,8 @@ def group_velocity(
     """The model velocity ``V`` as the left-trivialised velocity of ``local.group``.
 
     ``velocity="mixed"``: ``V = (r_dot, omega_body)``; ``"body"``: ``V = (R^T r_dot, omega_body)``.
-    SO(3)xR3 needs the mixed one, SE(3) the body twist (seed_000 section 4.4, compatibility).
+    SO(3)xR3 needs the mixed one, SE(3) the body twist: the local kinematics of Müller, §6.3, take
+    the left-trivialised velocity of the chosen group.
     """
     if local.group == "SO3":
         return V

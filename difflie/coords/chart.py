@@ -3,7 +3,7 @@
 A chart ``alpha`` maps coordinates ``theta`` to a rotation ``R`` (body to world). A body's
 absolute coordinates are ``q = (r, theta)``: the world position ``r`` of its frame first, then
 ``theta`` (translation first, like the tangents ``X = (v, x)``); rotation-only models use
-``q = theta``. The LGT map of seed_000 section 2.4 is defined by
+``q = theta``. The LGT map (Müller, §6.1) is defined by
 
     alpha(lgt(q, X)) = alpha(q) psi(X),
 
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..lie import _ops
+from ..lie import ops as _ops
 from .local import LocalCoordinates
 
 
@@ -108,7 +108,8 @@ class AbstractChart(eqx.Module):
         """The LGT map ``tau(q, X)``: ``alpha(tau(q, X)) = alpha(q) psi(X)`` in ``group``.
 
         SO(3)xR3: ``r' = r + v`` (world velocity ``r_dot`` is the translation tangent; the
-        pairing that matches the group law, seed_000 section 4.1 (i)). SE(3):
+        pairing that matches the group law; Müller's eq. (80) instead rotates an increment resolved
+        in the body frame at ``t_k``, which gives the same trajectories). SE(3):
         ``r' = r + R(theta) dr(X)`` with ``dr = J_l(x) v`` (exp) or ``(I + cay(c)) v`` (cay).
         """
         local = LocalCoordinates(group, psi)
@@ -132,7 +133,7 @@ class AbstractChart(eqx.Module):
         group="SO3xR3",
         psi: Literal["exp", "cay"] = "exp",
     ) -> Float[Array, "*b d"]:
-        """``X`` with ``lgt(q0, X) = q1`` (seed_000 section 4.6), rotation below pi."""
+        """``X`` with ``lgt(q0, X) = q1`` (the inverse LGT), rotation below pi."""
         local = LocalCoordinates(group, psi)
         r0, theta0 = self.split(jnp.asarray(q0), local.group)
         r1, theta1 = self.split(jnp.asarray(q1), local.group)

@@ -1,5 +1,5 @@
-"""Algorithm B of seed_000 (section 4.4): geometrically consistent evaluation with any diffrax
-one-step solver.
+"""Algorithm B (Müller, §6.3): geometrically consistent evaluation with any diffrax one-step
+solver.
 
 A legacy model ``y = (q, V)``, ``dy/dt = (H(q)^-1 V, f(t, q, V))`` written for a vector-space
 solver, is integrated by solving in every step the local system

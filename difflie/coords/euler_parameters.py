@@ -7,16 +7,16 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..lie import _ops
+from ..lie import ops as _ops
 from .chart import AbstractChart, sign_nearest
 
 
 class EulerParameters(AbstractChart):
-    """Unit quaternion ``Q = (p0, p)``, scalar first (seed_000 section 3.3).
+    """Unit quaternion ``Q = (p0, p)``, scalar first (Müller, §5.2).
 
     ``R(Q) = I + 2 (p0 hat(p) + hat(p)^2)``; ``omega_body = 2 G(Q) Q_dot`` with
     ``G = [-p, p0 I - hat(p)]``, and the right inverse ``Q_dot = G^T omega / 2``. The LGT is the
-    quaternion product ``Q' = Q (x) psi(x)`` (seed_000 (76), corrected), evaluated as
+    quaternion product ``Q' = Q (x) psi(x)`` (Müller, eq. (76), corrected), evaluated as
     ``Q + Q (x) (psi(x) - 1)``; it keeps ``|Q| = 1`` to round-off with no renormalisation.
     """
 

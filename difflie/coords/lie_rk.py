@@ -1,4 +1,4 @@
-"""Algorithm A of seed_000 (section 4.3): Munthe-Kaas Runge-Kutta driving an absolute-coordinate
+"""Algorithm A (Müller, §6.2): Munthe-Kaas Runge-Kutta driving an absolute-coordinate
 model through the LGT map.
 
 Per step, from ``X = 0`` at ``q_k``, with an explicit tableau ``(a, b, c)``:
@@ -20,58 +20,17 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..solvers.base import RESULTS, AbstractSolver, BodyState, StepStats
+from ..results import RESULTS, BodyState
+from ..solvers.base import AbstractSolver, StepStats
+from ..solvers.tableaux import RK4, ButcherTableau as Tableau
 from .absolute_model import AbsoluteModel, group_velocity
 from .local import LocalCoordinates
 
 
-class Tableau(eqx.Module):
-    """Explicit Butcher tableau: ``c``, rows of the strictly lower ``a``, ``b``, ``b_error``."""
-
-    c: tuple[float, ...] = eqx.field(static=True)
-    a: tuple[tuple[float, ...], ...] = eqx.field(static=True)
-    b: tuple[float, ...] = eqx.field(static=True)
-    b_error: tuple[float, ...] | None = eqx.field(static=True, default=None)
-
-    @classmethod
-    def convert(cls, tableau: Any) -> Tableau:
-        """From :mod:`difflie.solvers.tableaux` (or anything with ``c, a, b[, b_error]``), from
-        a ``diffrax`` tableau (``a_lower, b_sol, b_error, c``), or from a solver holding one."""
-        if isinstance(tableau, Tableau):
-            return tableau
-        inner = getattr(tableau, "tableau", None)
-        if inner is not None and not hasattr(tableau, "b") and not hasattr(tableau, "b_sol"):
-            return cls.convert(inner)
-        if hasattr(tableau, "a_lower"):  # diffrax.ButcherTableau
-            c = (0.0,) + tuple(float(x) for x in tableau.c)
-            a = ((),) + tuple(tuple(float(x) for x in row) for row in tableau.a_lower)
-            b = tuple(float(x) for x in tableau.b_sol)
-            be = None if tableau.b_error is None else tuple(float(x) for x in tableau.b_error)
-            return cls(c, a, b, be)
-        if all(hasattr(tableau, k) for k in ("a", "b", "c")):
-            be = getattr(tableau, "b_error", None)
-            return cls(
-                tuple(float(x) for x in tableau.c),
-                tuple(tuple(float(x) for x in row) for row in tableau.a),
-                tuple(float(x) for x in tableau.b),
-                None if be is None else tuple(float(x) for x in be),
-            )
-        raise ValueError(f"not a Runge-Kutta tableau (or a solver holding one): {tableau!r}")
-
-    def __check_init__(self):
-        s = len(self.b)
-        if len(self.c) != s or len(self.a) != s or any(len(row) != i for i, row in enumerate(self.a)):
-            raise ValueError(f"Tableau: inconsistent sizes c={len(self.c)}, b={s}, a rows={[len(r) for r in self.a]}")
-        if self.b_error is not None and len(self.b_error) != s:
-            raise ValueError(f"Tableau: b_error has {len(self.b_error)} entries for {s} stages")
-
-
-# Classical RK4, the default.
-RK4 = Tableau((0.0, 0.5, 0.5, 1.0), ((), (0.5,), (0.0, 0.5), (0.0, 0.0, 1.0)), (1 / 6, 1 / 3, 1 / 3, 1 / 6))
 
 
 class LGTRungeKutta(AbstractSolver):
-    """RKMK through the LGT map for an :class:`AbsoluteModel` (seed_000 Algorithm A).
+    """RKMK through the LGT map for an :class:`AbsoluteModel` (Müller, §6.2).
 
     **Arguments:**
 

@@ -1,11 +1,11 @@
 """Local coordinates of one Lie-group step: the group ``G``, the chart ``psi`` and ``dpsi^-1``.
 
-Within a step the pose is ``C(t) = C_k psi(X(t))`` with ``X(t_k) = 0`` (seed_000 section 2.3).
+Within a step the pose is ``C(t) = C_k psi(X(t))`` with ``X(t_k) = 0`` (Müller, §4.1).
 This module supplies, per body, what the local-global transition (LGT) maps and the integrators
 need from ``(G, psi)``:
 
 * the rotation increment ``psi(X)`` as a unit quaternion: ``qexp(x)`` for ``psi = exp``,
-  ``(1, c) / sqrt(1 + |c|^2)`` for ``psi = cay`` (seed_000 (47), corrected);
+  ``(1, c) / sqrt(1 + |c|^2)`` for ``psi = cay`` (Müller, eq. (47), corrected);
 * the translation increment ``dr``, in world axes for SO(3)xR3 and in the body axes of ``C_k``
   for SE(3): ``J_l(x) v`` (exp) or ``2 (I - hat(c))^-1 v`` (cay);
 * the local kinematics ``X_dot = dpsi^-1_{-X}(V)`` for the left-trivialised velocity ``V``.
@@ -25,7 +25,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..lie import SE3, SO3, SO3xR3, UnitQuaternion
-from ..lie import _coefficients, _ops
+from ..lie import coefficients as _coefficients, ops as _ops
 
 
 _GROUP_NAMES = {
@@ -152,6 +152,6 @@ class LocalCoordinates(eqx.Module):
             return c_dot
         if self.group == "SO3xR3":
             return jnp.concatenate([u, c_dot], axis=-1)
-        # SE(3): d_dot = (I + hat(c)) (u + d x w) / 2  (seed_000 (63) corrected, with X -> -X)
+        # SE(3): d_dot = (I + hat(c)) (u + d x w) / 2  (Müller, eq. (63) corrected, with X -> -X)
         y = u + jnp.cross(v, w)
         return jnp.concatenate([0.5 * (y + jnp.cross(c, y)), c_dot], axis=-1)

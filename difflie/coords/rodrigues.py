@@ -7,7 +7,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..lie import _ops
+from ..lie import ops as _ops
 from .chart import AbstractChart
 
 
@@ -19,9 +19,9 @@ class Rodrigues(AbstractChart):
     """Gibbs vector: ``R = cay(hat(c)) = I + sigma (hat(c) + hat(c)^2)``, ``sigma = 2/(1+|c|^2)``.
 
     Fully algebraic; singular at rotation angle pi. ``omega_body = sigma (I - hat(c)) c_dot`` and
-    ``c_dot = (I + hat(c) + c c^T) omega / 2`` (seed_000 section 3.1). The LGT composes Gibbs
+    ``c_dot = (I + hat(c) + c c^T) omega / 2`` (Müller, §5.1). The LGT composes Gibbs
     vectors through ``(1, c)`` quaternions: ``c' = (d + d0 c + c x d) / (d0 - c.d)`` for the
-    increment quaternion ``(d0, d)`` (seed_000 section 4.5 E3).
+    increment quaternion ``(d0, d)``.
     """
 
     dim: ClassVar[int] = 3

@@ -7,12 +7,12 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..lie import _ops
+from ..lie import ops as _ops
 from .chart import AbstractChart
 
 
 class RotationMatrix(AbstractChart):
-    """``theta = vec(R)`` (row-major, 9 numbers; seed_000 section 4.5 E1).
+    """``theta = vec(R)`` (row-major, 9 numbers).
 
     ``omega_body = vee(R^T R_dot)``, so ``H`` is the 3x9 matrix of that linear map and
     ``H_inverse`` maps ``omega`` to ``vec(R hat(omega))``. The LGT is ``R' = R psi(x)``: the

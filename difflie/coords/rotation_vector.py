@@ -7,12 +7,12 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..lie import _ops
+from ..lie import ops as _ops
 from .chart import AbstractChart
 
 
 class RotationVector(AbstractChart):
-    """``R = exp(hat(rho))`` (seed_000 section 4.2).
+    """``R = exp(hat(rho))`` (Müller, §6.4, absolute coordinates 2).
 
     ``omega_body = J_r(rho) rho_dot`` (``dexp_{-rho}``), so ``H^-1 = J_r(rho)^-1`` is singular at
     ``|rho| = 2 pi k``: the naive ODE ``rho_dot = H^-1 omega`` breaks there, the LGT does not.

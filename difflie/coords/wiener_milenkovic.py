@@ -7,12 +7,12 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from ..lie import _ops
+from ..lie import ops as _ops
 from .chart import AbstractChart
 
 
 class WienerMilenkovic(AbstractChart):
-    """Conformal rotation vector (second-order Cayley; seed_000 section 4.5 E4).
+    """Conformal rotation vector (second-order Cayley; mentioned in Müller, §6.4).
 
     With ``s = |p|^2 / 16`` the quaternion is ``((1 - s)/(1 + s), p / (2 (1 + s)))``; back,
     ``p = 4 e / (1 + e0)`` for ``Q = (e0, e)``. It covers rotations below ``2 pi`` (singular at

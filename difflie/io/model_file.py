@@ -1,6 +1,7 @@
-"""Model files: the native JSON format and the seed-003 C2 ``.json`` / C1 ``.mdl`` files.
+"""Model files: the native JSON format and the C2 ``.json`` / C1 ``.mdl`` files
+of the rA/rp/re paper's public codes (Kissel, Taves & Negrut).
 
-Schema (a superset of seed 003's; see DESIGN.md "Command line and files")::
+Schema (a superset of the public codes' C2 format)::
 
     {"name": ..., "gravity": [0, 0, -9.81],                       (optional)
      "bodies": [{"name": "ground", "id": 0},                      (the ground: no state)
@@ -158,14 +159,15 @@ def load_model(
     assemble: bool = True,
     **builtin_kwargs,
 ) -> Model:
-    """Load a model file (native JSON, seed-003 C2 ``.json`` or C1 ``.mdl``) or a built-in name.
+    """Load a model file (native JSON, C2 ``.json`` or C1 ``.mdl`` of the
+    rA/rp/re paper's public codes) or a built-in name.
 
     ``mass`` / ``inertia``: per body (mapping by body name, or a sequence in file order); they
     override the file's values. ``drivers``: ``{constraint name: expression or callable}``
     replacing a constraint's ``f`` (the C2 files carry placeholder driver strings).
     ``angle_drivers``: ``{name of a DP1 driver: {"theta": expr, "a_bar_i" or "a_bar_j": v,
     "swap": bool}}`` turns a DP1 driver ``cos(theta(t))`` into the rank-safe angle row (or, with
-    ``"swap": true``, the seed codes' switch to the alternate DP1 whose vector ``v`` replaces
+    ``"swap": true``, the public codes' switch to the alternate DP1 whose vector ``v`` replaces
     ``a_bar_i`` / ``a_bar_j`` and whose ``f`` is ``sin(theta(t))``).
     """
     path = os.fspath(path)
@@ -337,7 +339,7 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     form = "rA"
     dtype = jnp.result_type(model.r0)
     r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
-    res0 = float(jnp.max(jnp.abs(model.constraints.residual(t0, r0 - jnp.einsum("bij,bj->bi", R0, model.bodies.com), R0))))
+    res0 = float(jnp.max(jnp.abs(model.constraint_residual(t0, r0 - jnp.einsum("bij,bj->bi", R0, model.bodies.com), R0))))
     r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form)
     if res0 > ASSEMBLY_WARN:
         warnings.warn(

@@ -4,7 +4,7 @@ No physics here, and nothing else of difflie is imported.
 """
 
 from ._base import AbstractLieGroup as AbstractLieGroup
-from ._ops import cross as cross, hat as hat, vee as vee
+from .ops import cross as cross, hat as hat, vee as vee
 from ._pose import AbstractPose as AbstractPose
 from .dual_quaternion import UnitDualQuaternion as UnitDualQuaternion
 from .quaternion import UnitQuaternion as UnitQuaternion

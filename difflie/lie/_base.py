@@ -17,7 +17,7 @@ G = TypeVar("G", bound="AbstractLieGroup")
 class AbstractLieGroup(eqx.Module):
     """A Lie group element, possibly batched over leading dimensions.
 
-    Conventions (DESIGN.md): body-frame (left-trivialised) velocities, ``g_dot = g hat(V)``;
+    Conventions: body-frame (left-trivialised) velocities, ``g_dot = g hat(V)``;
     ``dexp(xi)`` is the matrix ``T`` with ``exp(xi)^-1 d/dt exp(xi) = hat(T xi_dot)`` (the right
     Jacobian) and ``dexpinv(xi)`` its inverse; 6-dimensional tangents are translation first.
     """

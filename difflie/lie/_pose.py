@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import _ops
+from . import ops as _ops
 from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation
 
 

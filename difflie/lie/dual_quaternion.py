@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import _ops
+from . import ops as _ops
 from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation
 from .se3 import SE3
 
@@ -18,7 +18,7 @@ def _pure(v: Array) -> Array:
 
 
 class UnitDualQuaternion(AbstractLieGroup):
-    """``real + eps dual`` with ``dual = (0, r)/2 * real`` (seed_004 section 2.4).
+    """``real + eps dual`` with ``dual = (0, r)/2 * real`` (Xu & Halse, §2.4).
 
     The pose is ``x_world = R(real) x_body + r``. Tangents, ``exp``, ``dexp``, ``dexpinv`` and
     ``adjoint`` are those of :class:`SE3` (translation-first body twists), so

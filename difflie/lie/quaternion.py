@@ -7,7 +7,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import _ops
+from . import ops as _ops
 from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion
 from .so3 import SO3
 

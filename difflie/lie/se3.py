@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import _ops
+from . import ops as _ops
 from ._pose import AbstractPose
 
 
@@ -15,7 +15,8 @@ class SE3(AbstractPose):
     Tangent ``xi = (v, w)`` (translation first) is the body twist: ``R^T r_dot`` and the body
     angular velocity. ``exp(v, w) = (exp(w), J_l(w) v)``. ``dexp``/``dexpinv`` are the right
     Jacobian and its inverse, ``[[J_r(w), Q], [0, J_r(w)]]`` with the closed-form blocks of
-    seed_000 section 3.4 / seed_001 section 2.4 (anticommutator term, corrected).
+    Müller, §5.3 and Holzinger, Gerstmayr & Schöberl, eqs. 13-17 (with the bracket of their eq. 17
+    corrected to an anticommutator).
     """
 
     @classmethod

@@ -7,7 +7,7 @@ from typing import ClassVar
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import _ops
+from . import ops as _ops
 from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion
 
 
@@ -61,7 +61,7 @@ class SO3(AbstractLieGroup):
         return _ops.hat(jnp.asarray(xi))
 
     def log(self) -> Float[Array, "*b 3"]:
-        # Through the quaternion: well conditioned at 0 and at pi (seed_000 section 3.1).
+        # Through the quaternion: well conditioned at 0 and at pi.
         return _ops.qlog(_ops.matrix_to_quat(self.matrix))
 
     def compose(self, other: SO3) -> SO3:

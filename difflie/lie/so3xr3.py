@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from . import _ops
+from . import ops as _ops
 from ._pose import AbstractPose
 
 
@@ -13,7 +13,7 @@ class SO3xR3(AbstractPose):
     """Pose ``(R, r)`` with product ``(R1 R2, r1 + r2)``.
 
     Tangent ``xi = (v, w)`` (translation first): ``v`` is the world-frame translation rate
-    ``r_dot`` and ``w`` the body angular velocity (the "mixed" velocity of seed_000 section 3.2).
+    ``r_dot`` and ``w`` the body angular velocity (the "mixed" velocity of Müller, §5.1).
     ``exp(v, w) = (exp(w), v)``; ``dexp = diag(I, J_r(w))``; ``Ad_g = diag(I, R)``.
     ``as_matrix`` gives the homogeneous transform of the pose; note that the product of two such
     matrices is the SE(3) product, not this group's.

@@ -1,13 +1,14 @@
-"""The four mechanisms of seed 003: single and double pendulum, four link, slider crank.
+"""The four mechanisms of Kissel, Taves & Negrut: single and double pendulum, four link, slider
+crank.
 
-Geometry, initial states and constraints follow the seed's model files
-(``../shared/models/C2/*.json``); masses, inertias and drivers follow the seed's scripts as
-listed in the digest (§4.2). Every body frame sits at the centre of mass. Physical parameters
-are keyword arguments that may be traced (``jax.grad`` / ``jax.vmap`` over them work).
+Geometry, initial states and constraints follow the model files of the rA/rp/re paper's public
+codes (the C2 ``*.json`` files); masses, inertias and drivers follow the scripts of those codes
+and the paper's §4.2. Every body frame sits at the centre of mass. Physical parameters are
+keyword arguments that may be traced (``jax.grad`` / ``jax.vmap`` over them work).
 
 The four-link and slider-crank drivers are written as rank-safe angle rows
-(:func:`difflie.constraints.angle`): the seed's DP1 drivers ``cos(theta(t))`` lose rank at
-``theta = 0, pi`` and its codes swap in an "alternate" DP1 there; the angle row ``(a.c) cos
+(:func:`difflie.constraints.angle`): the DP1 drivers ``cos(theta(t))`` of the paper's public codes
+(C1/C2) lose rank at ``theta = 0, pi`` and the codes swap in an "alternate" DP1 there; the angle row ``(a.c) cos
 theta - (a.b) sin theta`` combines the primary DP1 (``a.b = cos theta``) and the alternate one
 (``a.c = sin theta``) and never does. ``driver="dp1"`` gives the plain DP1 driver, ``driver="swap"`` the codes' switch.
 """
@@ -36,7 +37,7 @@ def _rod_inertia(mass, length, width):
 
 
 def _bodies(mass, inertia, names, check: bool = True) -> RigidBody:
-    """Stacked bodies; ``check=False`` admits the seed's non-physical four-link inertias."""
+    """Stacked bodies; ``check=False`` admits the public codes' non-physical four-link inertias."""
     mass = jnp.stack([jnp.asarray(m, float) for m in mass])
     inertia = jnp.stack([jnp.asarray(j) if np.ndim(j) == 2 else jnp.diag(jnp.asarray(j)) for j in inertia])
     inertia = inertia.astype(mass.dtype)
@@ -53,7 +54,7 @@ def nearest_rotation(R) -> np.ndarray:
 
 
 def _rev_ground(body, point):
-    """The seed's revolute to ground written as in its files: DP1 x, y perp x_G; CD x, y, z."""
+    """The revolute to ground written as in the paper's model files: DP1 x, y perp x_G; CD x, y, z."""
     return [dp1(body, _X, G, _X), dp1(body, _Y, G, _X)] + spherical(body, point, G, (0.0, 0.0, 0.0))
 
 
@@ -70,7 +71,7 @@ def single_pendulum(
     frequency=2.0,
     gravity=_GRAVITY,
 ) -> Model:
-    """Driven rod on a revolute joint about global x (seed 003, single pendulum).
+    """Driven rod on a revolute joint about global x (Kissel, Taves & Negrut, single pendulum).
 
     The angle between body y and global -z is ``pi/2 + amplitude cos(frequency t)``, i.e. the
     rod makes ``phi(t) = amplitude cos(frequency t)`` with the downward vertical; COM at
@@ -93,7 +94,7 @@ def single_pendulum(
 def double_pendulum(length1=4.0, length2=2.0, width=0.05, density=7800.0, gravity=_GRAVITY) -> Model:
     """Two rods on revolute joints about global x, free (2 DOF), released from rest.
 
-    Rod 1 starts horizontal along +y, rod 2 hangs from its tip along -z (seed 003 Fig. 3).
+    Rod 1 starts horizontal along +y, rod 2 hangs from its tip along -z (Kissel, Taves & Negrut, Fig. 3).
     """
     l1, l2, width, density = (jnp.asarray(v, float) for v in (length1, length2, width, density))
     m1, m2 = density * l1 * width**2, density * l2 * width**2
@@ -129,13 +130,13 @@ def four_link(
     gravity=_GRAVITY,
     driver: str = "angle",
 ) -> Model:
-    """Haug's spatial four link (seed 003; the "rotated" file ``four_link.json``).
+    """Haug's spatial four link (Kissel, Taves & Negrut; the "rotated" file ``four_link.json``).
 
     Rotor (revolute to ground at the origin, axis global x) driven at ``rate`` rad/s; coupler
     joined to the rotor by a universal joint and to the rocker by a spherical joint; rocker on a
-    revolute to ground about global y at (-4, -8.5, 0). The inertias are the seed's (singular,
-    and violating the triangle inequality; they only affect the multipliers of this zero-DOF
-    model). The initial pose is the file's, which violates the constraints by 8.7e-3: solvers
+    revolute to ground about global y at (-4, -8.5, 0). The inertias are those of the paper's
+    public codes (singular, and violating the triangle inequality; they only affect the
+    multipliers of this zero-DOF model). The initial pose is the file's, which violates the constraints by 8.7e-3: solvers
     and :func:`difflie.kinematics.kinematics` assemble it at ``t0``. The rotor's initial
     angular velocity is the driven one, ``(0, 0, rate)``.
     """
@@ -184,7 +185,7 @@ def slider_crank(
     gravity=_GRAVITY,
     driver: str = "angle",
 ) -> Model:
-    """Haug's spatial slider crank (seed 003 Fig. 1; the file ``slider_crank.json``).
+    """Haug's spatial slider crank (Kissel, Taves & Negrut, Fig. 1; the file ``slider_crank.json``).
 
     Crank (revolute A to ground at (0, 0.1, 0.12), axis global x) driven at ``rate`` rad/s about
     its -x axis; rod joined to the crank by a spherical joint B and to the slider by the

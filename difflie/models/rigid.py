@@ -28,7 +28,7 @@ def heavy_top(
     gravity: ArrayLike = (0.0, 0.0, -9.81),
     formulation: str = "so3xr3",
 ) -> Model:
-    """Heavy top turning about a fixed point at the world origin (seed_002 section 6.1).
+    """Heavy top turning about a fixed point at the world origin (Holzinger, Arnold & Gerstmayr 2024, §4.1).
 
     The body frame sits at the fixed point (``fixed_origin=True``); ``inertia`` is about the
     COM, which is ``com`` away from the fixed point in body axes; ``omega0`` is the body
@@ -64,7 +64,8 @@ def torque_free(
     formulation: str = "so3xr3",
     ulvc_lengths: ArrayLike = 1.0,
 ) -> Model:
-    """Free asymmetric body without forces: the intermediate-axis flip of seed_001 section 5.
+    """Free asymmetric body without forces: the intermediate-axis flip of Holzinger,
+    Gerstmayr & Schöberl, §6.
 
     ``J = diag(5.2988, 1.1775, 4.3568)`` (axis 3 is the intermediate one), ``m = 1``,
     ``Omega0 = (0.01, 0, 100)``, no gravity. The flip period is ``2 K(k) / omega_tau``
@@ -98,9 +99,9 @@ def rotor(
     torque_in_body_frame: bool = True,
     formulation: str = "so3xr3",
 ) -> Model:
-    """High-speed rotor on two flexible bearings (seed_002 section 6.2, Table 6 missing).
+    """High-speed rotor on two flexible bearings (Holzinger, Arnold & Gerstmayr 2024, §4.2).
 
-    Chosen values (the paper's Table 6 is not in the seed text; these are ours): a solid
+    Chosen values (ours: the contents of the paper's Table 6 were not available to us): a solid
     cylinder of ``mass`` 30 kg, ``length`` L = 0.5 m and ``radius`` 0.05 m along body x, so
     ``J = diag(m r^2 / 2, m (3 r^2 + L^2) / 12, same)``; body frame at the COM. Bearings at
     the body points ``p1 = (-L_L, 0, 0)`` (``left_offset`` L_L = 0.2 m) and

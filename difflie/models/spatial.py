@@ -1,5 +1,5 @@
-"""Constrained spatial models of seed 002: heavy top on a spherical joint, IFToMM slider-crank,
-PD-controlled Puma 560.
+"""Constrained spatial models of Holzinger, Arnold & Gerstmayr 2024: heavy top on a spherical
+joint, IFToMM slider-crank, PD-controlled Puma 560.
 
 Every body frame sits at the body's centre of mass (``com = 0``), so the bodies' COM positions
 and rotations are the absolute coordinates and the joints are index-3 position constraints
@@ -40,13 +40,14 @@ def heavy_top_spherical(
     R0: ArrayLike | None = None,
     gravity: ArrayLike = (0.0, 0.0, -9.81),
 ) -> Model:
-    """Heavy top as a free body held at the fixed point by a spherical joint (seed 002 §6.1.2).
+    """Heavy top as a free body held at the fixed point by a spherical joint (Holzinger, Arnold &
+    Gerstmayr 2024, §4.1.2).
 
     The body frame is at the COM; ``com`` is the COM seen from the fixed point (the world
     origin) in body axes, so the joint ties the body point ``-com`` to the ground origin.
     ``inertia`` is about the COM, ``omega0`` the body angular velocity; the COM velocity
     ``R0 (omega0 x com)`` is consistent with the joint. Defaults: Brüls, Cardona & Arnold
-    (2012), as in the digest: ``m = 15``, ``J = diag(0.234375, 0.46875, 0.234375)``,
+    (2012): ``m = 15``, ``J = diag(0.234375, 0.46875, 0.234375)``,
     ``X = (0, 1, 0)``, ``omega0 = (0, 150, -4.61538)``, ``R0 = I``.
     """
     dtype = _dtype(mass, inertia)
@@ -83,7 +84,10 @@ def spatial_slider_crank(
     crank_speed: ArrayLike = 6.0,
     gravity: ArrayLike = (0.0, 0.0, -9.81),
 ) -> Model:
-    """IFToMM spatial slider-crank (seed 002 §6.3; Table 8 missing, data as in the digest).
+    """IFToMM spatial slider-crank (Holzinger, Arnold & Gerstmayr 2024, §4.3).
+
+    The contents of the paper's Table 8 were not available to us; the data are those of the IFToMM
+    benchmark as encoded in Exudyn's ``sliderCrank3Dbenchmark.py``.
 
     Bodies ``crank``, ``rod``, ``slider`` (frames at the COMs). The crank (a bar along its body
     z, inertia ``crank_inertia`` principal in body axes, about x the spin axis) turns about the
@@ -95,7 +99,7 @@ def spatial_slider_crank(
     starting at C = (s0, 0, 0) with ``s0 = sqrt(L^2 - A_y^2 - B_z^2)`` = 0.2 m.
     Initial velocities are consistent: crank spin ``crank_speed`` = 6 rad/s about x;
     ``s_dot0`` = 0.24 m/s, rod COM (0.12, -0.24, 0) m/s and rod spin (1.92, -0.96, 0.48) rad/s
-    (world) for the defaults, as in the digest. The slider inertia (Exudyn's choice) does not
+    (world) for the defaults. The slider inertia (Exudyn's choice) does not
     matter: it cannot rotate.
     """
     dtype = _dtype(crank_mass, rod_mass, slider_mass)
@@ -298,7 +302,8 @@ def puma560(
     damping: ArrayLike = (400.0, 400.0, 100.0, 1.0, 1.0, 0.1),
     gravity: ArrayLike = (0.0, 0.0, -9.81),
 ) -> Model:
-    """PD-controlled Puma 560 point-to-point motion in absolute coordinates (seed 002 §6.4).
+    """PD-controlled Puma 560 point-to-point motion in absolute coordinates (Holzinger, Arnold &
+    Gerstmayr 2024, §4.4).
 
     Six links, frames at the COMs with the axes of their standard-DH link frames, joined by
     six revolute joints (30 constraints, 36 coordinates). Data: standard DH and link masses,

@@ -1,6 +1,25 @@
-"""Time integrators: explicit RKMK methods (this package) and the implicit ones beside them."""
+"""Time integrators: explicit RKMK methods and the implicit ones beside them.
 
-from .base import RESULTS as RESULTS, AbstractSolver as AbstractSolver, BodyState as BodyState, StepStats as StepStats
+Every solver reads a :class:`difflie.Model` through the same interface (initial state, Newton-Euler
+rows, constraint rows with pinned points) and shares one vocabulary of options:
+
+- ``max_iterations``: Newton iterations per step before ``RESULTS.newton_failed``
+  (``BackwardEuler``, ``GeneralizedAlpha``, ``LGTGeneralizedAlpha``, ``DQVI``,
+  ``SO3xR3Variational``; also :func:`difflie.kinematics.assemble`). ``max_steps`` is only ever
+  the number of time steps of :func:`difflie.simulate`.
+- ``newton="modified"`` (an iteration matrix kept over iterations, and across steps where the
+  solver says so) or ``"full"`` (a fresh one every iteration).
+- ``rtol``, ``atol`` (and ``tol`` for ``BackwardEuler``'s correction norm): ``None`` picks
+  defaults for the dtype (float64 or float32).
+- ``extrapolation``: degree of the polynomial predictor that starts Newton (0: last values).
+- ``rho_inf``: spectral radius at infinity, in ``[0, 1)`` for the index-3 ``GeneralizedAlpha``
+  and ``[0, 1]`` for the ODE solver ``LGTGeneralizedAlpha``.
+
+A solver that cannot take a model raises ``ValueError`` naming why before anything runs.
+"""
+
+from ..results import RESULTS as RESULTS, BodyState as BodyState
+from .base import AbstractSolver as AbstractSolver, StepStats as StepStats
 from .rkmk import (
     AbstractRKMK as AbstractRKMK,
     Bosh3 as Bosh3,

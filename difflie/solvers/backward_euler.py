@@ -1,4 +1,5 @@
-"""Implicit (backward) Euler for the index-3 DAE of constrained rigid bodies (seed 003 §3).
+"""Implicit (backward) Euler for the index-3 DAE of constrained rigid bodies (Kissel, Taves &
+Negrut, §3).
 
 Formulations rA (Lie-group: ``A_{n+1} = A_n exp(h hat(omega_{n+1}))``), rp (Euler parameters
 with a normalisation constraint) and re (ZXZ Euler angles). With coordinates ``q = (r, rot)``,
@@ -8,23 +9,23 @@ rates ``v = (r_dot, rot_rate)`` and the unknowns ``x = (a, lambda)`` of a step `
     [ E(t1, q1, v1, a) + Psi_q(t1, q1)^T lambda ]
     [ Psi(t1, q1) / h^2                         ] = 0,
 
-where ``E`` are the Newton-Euler equations projected on the rates, ``m r_ddot - f`` and
-``W^T (J omega_dot + omega x J omega - n)`` with ``omega = W rot_rate`` (``W = I`` for rA), and
-``Psi`` the constraints (plus the normalisation rows for rp). The residual is written once; the
+where ``E`` are the Newton-Euler rows projected on the rates and ``Psi`` the model's constraint
+rows, pinned points included, plus the normalisation rows for rp (both from
+:mod:`difflie.dae`, as every implicit solver reads them). The residual is written once; the
 Newton matrix is its ``jax.jacfwd`` (no hand-derived stiffness); the constraint rows carry the
-seed's ``1/h^2`` scaling so the matrix is O(1). Newton stops when ``||delta||_2 < tol`` with
-``tol = tol_constant / h^2`` by default (seed 003: ``Theta h^2 = 1e-11``; float32 measures the
+paper's ``1/h^2`` scaling so the matrix is O(1). Newton stops when ``||delta||_2 < tol`` with
+``tol = tol_constant / h^2`` by default (the paper's ``Theta h^2 = 1e-11``; float32 measures the
 correction as the position change it makes, ``BackwardEuler._stopping_test``); reaching
-``max_steps`` is reported as ``RESULTS.newton_failed``. Gradients of a step come from the
-implicit-function theorem (:func:`difflie.solvers.newton.newton_solve`).
+``max_iterations`` is reported as ``RESULTS.newton_failed``. Gradients of a step come from the
+implicit-function theorem (:func:`difflie.numerics.newton.newton_solve`).
 
-``init`` assembles the initial configuration, projects the initial velocities onto the
-velocity constraints and solves for consistent accelerations and multipliers.
+``init`` starts from :func:`difflie.dae.consistent_state`: the configuration assembled, the
+velocities projected, consistent accelerations and multipliers.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -32,13 +33,13 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
+from .. import dae
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
-from ..kinematics import assemble, project_velocity
-from ..lie import cross
-from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
-from . import linear
-from .newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, value_and_jacobian
+from ..numerics import linear
+from ..numerics.newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, no_grad, value_and_jacobian
+from ..results import RESULTS, BodyState
+from .base import AbstractSolver, StepStats
 from .predictor import History
 
 
@@ -57,22 +58,6 @@ class BackwardEulerState(eqx.Module):
     multipliers: Float[Array, " m"]
 
 
-def _dynamics(model, form: AbstractFormulation, t, r, rot, rdot, rate, acc) -> Float[Array, " n"]:
-    """Projected Newton-Euler residual ``E`` without constraint forces."""
-    nb = r.shape[0]
-    rddot, rate_dot = jac.split(form, acc, nb)
-    R = form.rotation(rot)
-    omega = form.omega(rot, rate)
-    omega_dot = form.omega_dot(rot, rate, rate_dot)
-    f, tau = model.applied_forces(t, r, R, rdot, omega)
-    J = model.bodies.inertia
-    Jw = jnp.sum(J * omega[:, None, :], axis=-1)  # broadcast-and-sum: fuses, unlike tiny dots
-    euler = jnp.sum(J * omega_dot[:, None, :], axis=-1) + cross(omega, Jw) - tau
-    rows_r = model.bodies.mass[:, None] * rddot - f
-    rows_rot = jnp.sum(form.W(rot) * euler[:, :, None], axis=-2)
-    return jac.join(rows_r, rows_rot)
-
-
 class BackwardEulerSolverState(eqx.Module):
     """Carried between steps besides the state: the recent solutions that start Newton, and the
     inverse of the kept iteration matrix with its age in steps and its step size
@@ -84,28 +69,18 @@ class BackwardEulerSolverState(eqx.Module):
     dt: Float[Array, ""]
 
 
-class _Constraints(eqx.Module):
-    """An empty constraint set for free bodies (rp still has its normalisation rows)."""
-
-    def residual(self, t, r, R):
-        return jnp.zeros((0,), r.dtype)
-
-
-def _constraints(model):
-    return _Constraints() if model.constraints is None else model.constraints
-
-
 class BackwardEuler(AbstractSolver):
     """First-order implicit Euler on the index-3 DAE, formulation ``"rA"``, ``"rp"`` or ``"re"``.
 
     ``tol``: Newton tolerance on ``||delta||_2`` (accelerations and multipliers); default
     ``tol_constant / h^2`` in float64, a test at the positions' rounding in float32.
-    ``modified=True`` factors the iteration matrix once per step (the seed's codes), ``False``
-    re-evaluates it every iteration (full Newton). ``extrapolation``:
+    ``max_iterations``: Newton iteration limit per step (beyond it, ``RESULTS.newton_failed``).
+    ``newton="modified"`` factors the iteration matrix once per step (the paper's codes),
+    ``"full"`` re-evaluates it every iteration. ``extrapolation``:
     degree of the polynomial through the last steps' accelerations and multipliers that starts
-    Newton (:mod:`difflie.solvers.predictor`); ``0`` starts from the last values, as the seed's
+    Newton (:mod:`difflie.solvers.predictor`); ``0`` starts from the last values, as the paper's
     codes do. ``matrix_reuse``: modified Newton keeps one iteration matrix (as its inverse) for
-    up to this many steps; ``1`` builds a new one every step, as the seed's codes. It is rebuilt
+    up to this many steps; ``1`` builds a new one every step, as the paper's codes. It is rebuilt
     sooner after a step that needed more than two iterations, when the step size or (re) the
     chart changes, and a step that does not converge on a kept matrix is solved again on a fresh
     one. The converged step meets the same tolerance either way, and derivatives (implicit
@@ -115,8 +90,8 @@ class BackwardEuler(AbstractSolver):
     formulation: str = eqx.field(static=True, default="rA")
     tol: float | None = None
     tol_constant: float = 1e-11
-    max_steps: int = eqx.field(static=True, default=20)
-    modified: bool = eqx.field(static=True, default=True)
+    max_iterations: int = eqx.field(static=True, default=20)
+    newton: Literal["full", "modified"] = eqx.field(static=True, default="modified")
     extrapolation: int = eqx.field(static=True, default=3)
     matrix_reuse: int = eqx.field(static=True, default=30)
 
@@ -124,6 +99,10 @@ class BackwardEuler(AbstractSolver):
 
     def __check_init__(self):
         get_formulation(self.formulation)  # raises ValueError on an unknown name
+        if self.newton not in ("full", "modified"):
+            raise ValueError(f"BackwardEuler.newton must be 'full' or 'modified', got {self.newton!r}")
+        if not isinstance(self.max_iterations, int) or self.max_iterations < 1:
+            raise ValueError(f"BackwardEuler.max_iterations must be an integer >= 1, got {self.max_iterations!r}")
         if not isinstance(self.extrapolation, int) or self.extrapolation < 0:
             raise ValueError(f"BackwardEuler.extrapolation must be an integer >= 0, got {self.extrapolation!r}")
         if not isinstance(self.matrix_reuse, int) or self.matrix_reuse < 1:
@@ -137,7 +116,7 @@ class BackwardEuler(AbstractSolver):
         """``(tol, weights)``: Newton stops when ``||weights * delta||_2 < tol``.
 
         Float64, or a given ``tol``: ``tol_constant / h^2`` (or ``tol``) on the plain correction.
-        Below float64 the seed's test is out of reach: a correction ``da`` moves the positions by
+        Below float64 the paper's test is out of reach: a correction ``da`` moves the positions by
         ``h^2 da``, and their rounding, ``eps L`` with ``L = max(1, |r|)``, makes ``da`` noisy at
         ``eps L / h^2`` (about 0.2 m/s^2 in float32 at h = 1e-3), the multipliers more. So the
         correction of the accelerations is measured as the position change it makes, relative
@@ -152,39 +131,18 @@ class BackwardEuler(AbstractSolver):
         return _ROUNDING_ULPS * jnp.finfo(h.dtype).eps, weights
 
     def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, BackwardEulerSolverState]:
-        form = self.form
-        dtype = jnp.result_type(model.r0)
-        t0 = jnp.asarray(t0, dtype)
-        cons = _constraints(model)
-        com = jnp.asarray(model.bodies.com, dtype)
-        nb = model.num_bodies
-        r = jnp.asarray(model.r0, dtype)
-        rot = form.from_rotation(jnp.asarray(model.R0, dtype))
-        rdot = jnp.asarray(model.v0, dtype)
-        rate = form.rate(rot, jnp.asarray(model.omega0, dtype))
-        m = jac.psi(cons, com, form, t0, r, rot).shape[0]
-        if m:
-            if model.constraints is not None:
-                r, rot, _, _ = assemble(model, t0, form, r, rot)
-            rdot, rate = project_velocity(_Wrapped(model, cons), t0, form, r, rot, rdot, rate)
-        n = jac.num_coordinates(form, nb)
-        zero = jnp.zeros(n, dtype)
-        E0 = _dynamics(model, form, t0, r, rot, rdot, rate, zero)
-        Mq = jax.jacfwd(lambda a: _dynamics(model, form, t0, r, rot, rdot, rate, a))(zero)
-        G = jac.jacobian(cons, com, form, t0, r, rot)
-        gam = jac.gamma(cons, com, form, t0, r, rot, jac.join(rdot, rate))
-        kkt = jnp.block([[Mq, G.T], [G, jnp.zeros((m, m), dtype)]])
-        sol = jnp.linalg.solve(kkt, jnp.concatenate([-E0, gam]))
-        y0 = BackwardEulerState(r, rot, rdot, rate, sol[:n], sol[n:])
-        history = History.start(self.extrapolation, t0, sol) if self.extrapolation else None
+        r, rot, rdot, rate, acc, lam = dae.consistent_state(model, self.form, t0)
+        y0 = BackwardEulerState(r, rot, rdot, rate, acc, lam)
+        sol = jnp.concatenate([acc, lam])
+        history = History.start(self.extrapolation, jnp.asarray(t0, r.dtype), sol) if self.extrapolation else None
         k = sol.shape[0]
-        inverse = jnp.zeros((k, k), dtype) if self._keeps_matrix else None
+        inverse = jnp.zeros((k, k), r.dtype) if self._keeps_matrix else None
         stale = jnp.array(self.matrix_reuse, jnp.int32)  # the first step builds its matrix
-        return y0, BackwardEulerSolverState(history, inverse, stale, jnp.zeros((), dtype))
+        return y0, BackwardEulerSolverState(history, inverse, stale, jnp.zeros((), r.dtype))
 
     @property
     def _keeps_matrix(self) -> bool:
-        return self.modified and self.matrix_reuse > 1
+        return self.newton == "modified" and self.matrix_reuse > 1
 
     def _solve(self, model, t1, h, y0, x0, state: BackwardEulerSolverState):
         """Newton on the step residual: ``(solution, inverse, fresh, iterations)``; the
@@ -192,7 +150,7 @@ class BackwardEuler(AbstractSolver):
         attempt on a kept matrix. A kept matrix is held as its inverse: one product per
         iteration instead of two triangular solves."""
         tol, weights = self._stopping_test(h, y0, x0)
-        newton = Newton(tol=tol, max_steps=self.max_steps, modified=self.modified)
+        newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified")
         args = (model, t1, h, y0)
 
         def residual(x, a):
@@ -223,7 +181,7 @@ class BackwardEuler(AbstractSolver):
             x = x - delta
             dnorm = jnp.linalg.norm(delta if weights is None else weights * delta)
             k = jnp.where(build, 1, c["k"] + 1)
-            failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_steps) & (dnorm >= tol))
+            failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_iterations) & (dnorm >= tol))
             fresh = c["fresh"] | build
             return dict(x=x, inverse=inverse, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm)
 
@@ -243,15 +201,13 @@ class BackwardEuler(AbstractSolver):
         """The step residual in the unknowns ``x = (a, lambda)`` (written once; two arrays, so
         that the iteration matrix takes the multipliers' columns through ``G^T lambda`` only)."""
         form = self.form
-        cons = _constraints(model)
         acc, lam = x
-        com = jnp.asarray(model.bodies.com, acc.dtype)
         nb = y0.position.shape[0]
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
         rdot1, rate1 = jac.split(form, v1, nb)
         r1, rot1 = jac.chart(form, y0.position, y0.rot, h * v1)
-        psi, reaction = jac.psi_and_reaction(cons, com, form, t1, r1, rot1, lam)
-        dyn = _dynamics(model, form, t1, r1, rot1, rdot1, rate1, acc) + reaction
+        psi, reaction = jac.psi_and_reaction(model, form, t1, r1, rot1, lam)
+        dyn = dae.dynamics_residual(model, form, t1, r1, rot1, rdot1, rate1, acc) + reaction
         return jnp.concatenate([dyn, psi / h**2])
 
     def step(self, model, t0, t1, y0: BackwardEulerState, solver_state):
@@ -291,14 +247,3 @@ class BackwardEuler(AbstractSolver):
             velocity=y.velocity,
             angular_velocity=form.omega(y.rot, y.rate),
         )
-
-
-class _Wrapped(eqx.Module):
-    """A model view whose ``constraints`` is never None (for the velocity projection)."""
-
-    model: Any
-    constraints: Any
-
-    @property
-    def bodies(self):
-        return self.model.bodies

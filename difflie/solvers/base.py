@@ -15,30 +15,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
-
-class RESULTS(eqx.Enumeration):
-    """Result codes carried out of a jitted simulation."""
-
-    successful = "successful"
-    newton_failed = "Newton iteration did not converge"
-    nonfinite = "NaN or Inf in the state"
-    dt_underflow = "step size underflow (below dtmin, or too small to advance t)"
-    max_steps_reached = "max_steps reached before t1"
-    no_solution = "the implicit step has no solution at this step size"
-
-
-class BodyState(eqx.Module):
-    """What a user reads off a state: one row per body (ground excluded).
-
-    ``position`` is the world position of the centre of mass, ``rotation`` maps body to world,
-    ``velocity`` is the world velocity of the centre of mass and ``angular_velocity`` is in body
-    axes.
-    """
-
-    position: Float[Array, "*batch nb 3"]
-    rotation: Float[Array, "*batch nb 3 3"]
-    velocity: Float[Array, "*batch nb 3"]
-    angular_velocity: Float[Array, "*batch nb 3"]
+from ..results import RESULTS, BodyState
 
 
 class StepStats(eqx.Module):
@@ -56,6 +33,10 @@ class AbstractSolver(eqx.Module):
     order: ClassVar[int]
     # True when ``step`` returns an error estimate usable by an adaptive controller.
     adaptive: ClassVar[bool] = False
+
+    def check_model(self, model: Any) -> None:
+        """Raise ``ValueError`` naming why, if this solver cannot take ``model``; called by
+        :func:`difflie.simulate` (and the command line) before anything is compiled."""
 
     @abc.abstractmethod
     def init(self, model: Any, t0: Float[Array, ""], dt0: Float[Array, ""]) -> tuple[PyTree, PyTree]:
@@ -91,10 +72,3 @@ class AbstractSolver(eqx.Module):
         total = sum(jnp.sum(r) for r in ratios)
         count = sum(r.size for r in ratios)
         return jnp.sqrt(total / count)
-
-
-def no_grad(tree: PyTree) -> PyTree:
-    """``tree`` with its floating-point arrays under ``jax.lax.stop_gradient`` (other leaves
-    kept): what an iteration loop runs on before its result is differentiated otherwise."""
-    dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
-    return eqx.combine(jax.lax.stop_gradient(dynamic), static)

@@ -1,6 +1,6 @@
 """Lie-group generalized-alpha (index 3) on R3 x SO(3).
 
-Brüls, Cardona & Arnold (2012) as summarised in seed 002 §5. Each body carries its centre of
+Brüls, Cardona & Arnold (2012), as evaluated by Holzinger, Arnold & Gerstmayr (2024, §5). Each body carries its centre of
 mass ``x`` (world), its rotation ``R`` (body to world), the velocity ``v = (u, omega)`` (world COM
 velocity, body angular velocity), the acceleration ``vdot`` and the algorithmic acceleration ``a``.
 A step solves for the Lie-algebra increment ``dq = (dx, dpsi)`` per body and the multipliers:
@@ -10,12 +10,15 @@ A step solves for the Lie-algebra increment ``dq = (dx, dpsi)`` per body and the
     (1 - alpha_m) a1 + alpha_m a0 = (1 - alpha_f) vdot1 + alpha_f vdot0,
     M vdot1 - g(x1, R1, v1, t1) + B(x1, R1)^T lambda1 = 0,   Phi(t1, x1, R1) = 0,
 
-with ``M = blockdiag(m I, J)``, ``g = (f, tau - omega x J omega)`` and ``B`` the right-trivialised
-constraint Jacobian. The dynamic rows are scaled by ``s = beta h^2`` and the multipliers by ``1/s``
+with ``M vdot - g`` the Newton-Euler rows of :meth:`difflie.Model.newton_euler`, ``Phi`` the
+model's constraint rows (:meth:`difflie.Model.constraint_residual`, pinned points included) and
+``B`` their right-trivialised Jacobian. The initial state is the consistent one of
+:func:`difflie.dae.consistent_state` in rotation-matrix coordinates (rA), whose rates are this
+solver's velocities. The dynamic rows are scaled by ``s = beta h^2`` and the multipliers by ``1/s``
 (Bottasso), so the iteration matrix ``dF/d(dq, s lambda)`` — taken by ``jax.jacfwd`` of the one
 residual, so it contains ``T_exp``, the tangent stiffness and the constraint Hessian exactly — is
 O(1) for every ``h``. Gradients of a step come from the implicit-function theorem
-(``lax.custom_root``), never from the Newton iterations.
+(:func:`difflie.numerics.newton.implicit_derivatives`), never from the Newton iterations.
 """
 
 from __future__ import annotations
@@ -25,14 +28,17 @@ from typing import Any, ClassVar, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from ..lie import cross, hat
-from ..lie._ops import so3_exp_matrix
-from . import linear
-from .base import RESULTS, AbstractSolver, BodyState, StepStats, no_grad
-from .newton import value_and_jacobian
+from .. import dae
+from ..constraints.formulations import get_formulation
+from ..lie import hat
+from ..lie.ops import mm, mv
+from ..lie.ops import so3_exp_matrix
+from ..numerics import linear
+from ..numerics.newton import implicit_derivatives, no_grad, value_and_jacobian
+from ..results import RESULTS, BodyState
+from .base import AbstractSolver, StepStats
 from .predictor import History
 
 
@@ -83,62 +89,20 @@ class GeneralizedAlphaSolverState(eqx.Module):
 # Physics: one residual, evaluated at configurations composed from the start of the step.
 
 
-# 3x3 products as broadcast-and-sum: they fuse with their neighbours, where a ``dot`` would
-# be a separate kernel call per tiny product (the step is launch-bound on CPU).
-def _matmul(a, b):
-    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
-
-
-def _matvec(a, v):
-    return jnp.sum(a * v[..., None, :], axis=-1)
-
-
 def _compose(x, R, dq):
     """Local-global transition: ``(x + dx, R exp(dpsi))``."""
-    return x + dq[:, :3], _matmul(R, so3_exp_matrix(dq[:, 3:]))
+    return x + dq[:, :3], mm(R, so3_exp_matrix(dq[:, 3:]))
 
 
 def _local(x, R, z):
     """``(x + z_x, R (I + hat(z_psi)))``: the chart to first order, for first derivatives at
     ``z = 0`` only (no sin/cos/sqrt to evaluate and transpose there)."""
-    return x + z[:, :3], R + _matmul(R, hat(z[:, 3:]))
-
-
-def _origins(model, x, R):
-    return x - _matvec(R, model.bodies.com)
+    return x + z[:, :3], R + mm(R, hat(z[:, 3:]))
 
 
 def _constraint(model, t, x, R):
-    """``Phi(t, origins, R)`` with the body-frame origins ``x - R com``.
-
-    A body with ``model.fixed_origin`` set gets three more rows pinning its origin where it
-    starts (a spherical joint to ground there), so such models are solved as index-3 DAEs too.
-    """
-    rows = []
-    origins = _origins(model, x, R)
-    if model.constraints is not None:
-        rows.append(model.constraints.residual(t, origins, R))
-    fixed = np.flatnonzero(np.asarray(getattr(model, "fixed_origin", ()), dtype=bool))
-    if fixed.size:
-        pivots = _origins(model, model.r0, model.R0)
-        rows.append((origins[fixed] - pivots[fixed]).reshape(-1))
-    if not rows:
-        return jnp.zeros((0,), x.dtype)
-    return jnp.concatenate(rows)
-
-
-def _mass_times(model, acc):
-    """``M acc`` with ``M = blockdiag(m I, J)`` per body."""
-    lin = model.bodies.mass[:, None] * acc[:, :3]
-    ang = _matvec(model.bodies.inertia, acc[:, 3:])
-    return jnp.concatenate([lin, ang], axis=-1)
-
-
-def _forces(model, t, x, R, u, w):
-    """``g = (f_world, tau_body - omega x J omega)``."""
-    f, tau = model.applied_forces(t, x, R, u, w)
-    gyro = cross(w, _matvec(model.bodies.inertia, w))
-    return jnp.concatenate([f, tau - gyro], axis=-1)
+    """``Phi(t, origins, R)`` with the body-frame origins ``x - R com``."""
+    return model.constraint_residual(t, x - mv(R, model.bodies.com), R)
 
 
 def _dynamics(model, t, x, R, v, vdot, lam):
@@ -146,23 +110,10 @@ def _dynamics(model, t, x, R, v, vdot, lam):
     rows (the primal of the reverse pass that gives ``B^T lambda``) and the rows' scale."""
     phi, vjp = jax.vjp(lambda z: _constraint(model, t, *_local(x, R, z)), jnp.zeros_like(vdot))
     (bt_lam,) = vjp(lam)
-    mv = _mass_times(model, vdot)
-    g = _forces(model, t, x, R, v[:, :3], v[:, 3:])
-    scale = jnp.linalg.norm(mv) + jnp.linalg.norm(g)
-    return mv - g + bt_lam, phi, scale
-
-
-def _constraint_acceleration(model, t, x, R, v, vdot):
-    """``Phi_ddot = B vdot + (B_dot v + Phi_tt + ...)`` along ``q exp(tau v + tau^2 vdot / 2)``."""
-
-    def phi(tau):
-        return _constraint(model, t + tau, *_compose(x, R, tau * v + 0.5 * tau**2 * vdot))
-
-    def phi_dot(tau):
-        return jax.jvp(phi, (tau,), (jnp.ones_like(tau),))[1]
-
-    tau0 = jnp.zeros((), x.dtype)
-    return jax.jvp(phi_dot, (tau0,), (jnp.ones_like(tau0),))[1]
+    rows = jnp.concatenate(model.newton_euler(t, x, R, v[:, :3], v[:, 3:], vdot[:, :3], vdot[:, 3:]), axis=-1)
+    m_vdot = jnp.concatenate([model.bodies.mass[:, None] * vdot[:, :3], mv(model.bodies.inertia, vdot[:, 3:])], axis=-1)
+    scale = jnp.linalg.norm(m_vdot) + jnp.linalg.norm(m_vdot - rows)  # |M vdot| + |g|
+    return rows + bt_lam, phi, scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,7 +124,7 @@ class GeneralizedAlpha(AbstractSolver):
 
     **Arguments:**
 
-    - ``rho_inf``: spectral radius at infinity in ``[0, 1)``; 0.9 as in seed 002.
+    - ``rho_inf``: spectral radius at infinity in ``[0, 1)``; 0.9 as in Holzinger, Arnold & Gerstmayr (2024).
     - ``newton``: ``"full"`` (a fresh iteration matrix every iteration) or ``"modified"``
       (the factorised matrix is kept across iterations, and across steps when
       ``reuse_across_steps``, and rebuilt when the residual contracts by less than
@@ -189,7 +140,7 @@ class GeneralizedAlpha(AbstractSolver):
     - ``scaling``: Bottasso scaling of the iteration matrix (on by default).
     - ``extrapolation``: Newton starts from ``vdot1`` and ``lambda1`` extrapolated by a
       polynomial of this degree through the last steps' (:mod:`difflie.solvers.predictor`);
-      ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (seed 002).
+      ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (Arnold & Brüls 2007).
     """
 
     rho_inf: float = 0.9
@@ -225,39 +176,21 @@ class GeneralizedAlpha(AbstractSolver):
 
     # ---------------------------------------------------------------------------------------
     def init(self, model, t0, dt0):
-        """Initial state with consistent accelerations and multipliers, ``a0 = vdot0``.
-
-        ``[[M, B^T], [B, 0]] [vdot0; lambda0] = [g; -(B_dot v0 + Phi_tt + ...)]`` with ``B`` by
-        ``jax.jacfwd`` and the velocity-product term by two nested ``jax.jvp``.
-        """
+        """The consistent initial state (:func:`difflie.dae.consistent_state`, rA), ``a0 = vdot0``."""
         del dt0
-        x, R, u, w = _initial_conditions(model)
+        form = get_formulation("rA")
+        x, R, u, w, acc, lam = dae.consistent_state(model, form, t0)
         nb = x.shape[0]
-        t0 = jnp.asarray(t0, x.dtype)
-        v = jnp.concatenate([u, w], axis=-1)
-        zero = jnp.zeros_like(v)
-        B = jax.jacfwd(lambda z: _constraint(model, t0, *_local(x, R, z)))(zero)
-        m = B.shape[0]
-        B = B.reshape(m, 6 * nb)
-        eye3 = jnp.eye(3, dtype=x.dtype)
-        blocks = jnp.zeros((nb, 6, 6), x.dtype)
-        blocks = blocks.at[:, :3, :3].set(model.bodies.mass[:, None, None] * eye3)
-        blocks = blocks.at[:, 3:, 3:].set(model.bodies.inertia)
-        M = jnp.einsum("ab,aij->aibj", jnp.eye(nb, dtype=x.dtype), blocks).reshape(6 * nb, 6 * nb)
-        kkt = jnp.block([[M, B.T], [B, jnp.zeros((m, m), x.dtype)]])
-        g = _forces(model, t0, x, R, u, w).reshape(-1)
-        c = _constraint_acceleration(model, t0, x, R, v, zero)
-        z = linear.solve(kkt, jnp.concatenate([g, -c]))
-        vdot = z[: 6 * nb].reshape(nb, 6)
-        y0 = GeneralizedAlphaState(x, R, u, w, vdot, vdot, z[6 * nb :])
-        n = 6 * nb + m
+        vdot = jnp.concatenate([acc[: 3 * nb].reshape(nb, 3), acc[3 * nb :].reshape(nb, 3)], axis=-1)
+        y0 = GeneralizedAlphaState(x, form.rotation(R), u, w, vdot, vdot, lam)
+        n = 6 * nb + lam.shape[0]
         cache = IterationMatrix(
             factors=(jnp.zeros((n, n), x.dtype), jnp.zeros((n, n), x.dtype)),
             valid=jnp.array(False),
             dt=jnp.zeros((), x.dtype),
             updates=jnp.array(0, jnp.int32),
         )
-        history = History.start(self.extrapolation, t0, _predicted(y0)) if self.extrapolation else None
+        history = History.start(self.extrapolation, jnp.asarray(t0, x.dtype), _predicted(y0)) if self.extrapolation else None
         return y0, GeneralizedAlphaSolverState(cache, history)
 
     def observe(self, model, y: GeneralizedAlphaState) -> BodyState:
@@ -395,8 +328,7 @@ class GeneralizedAlpha(AbstractSolver):
         guess = None if history is None else history.guess(jax.lax.stop_gradient(t1))
         fn_ng, _, x_pred, s = self._residual_fn(no_grad(model), jax.lax.stop_gradient(t1), h_ng, no_grad(y0), guess)
         x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state.matrix, h_ng)
-        x_star = jax.lax.stop_gradient(x_star)
-        x_star = jax.lax.custom_root(lambda z: fn(_split(z, n_dyn))[0], x_star, lambda f, guess: guess, linear.tangent_solve)
+        x_star = implicit_derivatives(lambda z, _: fn(_split(z, n_dyn))[0], x_star, None)
 
         x1, R1, v1, vdot1, a1, lam = unpack(x_star)
         y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)
@@ -416,16 +348,3 @@ def _split(x: Float[Array, " k"], n_dyn: int) -> tuple[Float[Array, " n"], Float
 def _predicted(y: GeneralizedAlphaState) -> Float[Array, " k"]:
     """The extrapolated quantities of a state: ``[vdot (flat), lambda]``."""
     return jnp.concatenate([y.acceleration.reshape(-1), y.multipliers])
-
-
-def _initial_conditions(model):
-    """World COM position, rotation, world COM velocity and body angular velocity at t0.
-
-    For a body with a fixed origin the COM velocity follows from the spin: ``R0 (omega0 x com)``.
-    """
-    x, R, u, w = model.r0, model.R0, model.v0, model.omega0
-    fixed = np.asarray(getattr(model, "fixed_origin", (False,) * x.shape[0]), dtype=bool)
-    if fixed.any():
-        spun = jnp.einsum("bij,bj->bi", R, jnp.cross(w, model.bodies.com))
-        u = jnp.where(jnp.asarray(fixed)[:, None], spun, u)
-    return x, R, u, w

@@ -8,7 +8,7 @@ where ``xi`` is the group velocity (``g' = g hat(xi)``) and ``a`` the accelerati
 velocity coordinates (:func:`difflie.eom.vector_field`). Stage ``i`` sits at
 ``q_i = h sum_j a_ij kq_j``, ``g_i = g0 exp(q_i)``, ``v_i = v0 + h sum_j a_ij kv_j`` with
 ``kq_i = dexpinv(q_i) xi_i`` and ``kv_i = a_i``; then ``g1 = g0 exp(h sum b_i kq_i)`` and
-``v1 = v0 + h sum b_i kv_i`` (seed_002 Algorithm 3). ``dexpinv(q) = I + ad_q/2 + ad_q^2/12 - ...``;
+``v1 = v0 + h sum b_i kv_i`` (Holzinger, Arnold & Gerstmayr 2024, Algorithm 3). ``dexpinv(q) = I + ad_q/2 + ad_q^2/12 - ...``;
 dropping it (``correction=False``) or truncating it early lowers the order to 2.
 """
 
@@ -24,21 +24,18 @@ from jaxtyping import Array
 
 from .. import eom
 from ..lie import SO3xR3, cross
-from ..lie._coefficients import _COSC, _K2, _SINC, _poly, so3_exp_coefficients, so3_exp_series
-from ..lie._ops import hat
-from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from ..lie.coefficients import COSC, K2, SINC, poly, so3_exp_coefficients, so3_exp_series
+from ..lie.ops import hat, mv
+from ..results import RESULTS, BodyState
+from .base import AbstractSolver, StepStats
 from .tableaux import BOSH3, DOPRI5, EULER, HEUN, RK4, RK67 as RK67_TABLEAU, ButcherTableau
 
 
 # Bernoulli numbers B_k / k! of dexpinv's series, k = 0..8 (with B_1 = +1/2 in this convention).
 _BERNOULLI = (1.0, 0.5, 1 / 6, 0.0, -1 / 30, 0.0, 1 / 42, 0.0, -1 / 30)
 _SERIES = tuple(b / factorial(k) for k, b in enumerate(_BERNOULLI))
-# Taylor series of the coefficients' derivatives d/dt^2, from theirs in ``difflie.lie._coefficients``.
-_DSINC, _DCOSC, _DK2 = (tuple(n * c for n, c in enumerate(s))[1:] for s in (_SINC, _COSC, _K2))
-
-
-def _mv(M: Array, v: Array) -> Array:
-    return jnp.sum(M * v[..., None, :], axis=-1)
+# Taylor series of the coefficients' derivatives d/dt^2, from theirs in ``difflie.lie.coefficients``.
+_DSINC, _DCOSC, _DK2 = (tuple(n * c for n, c in enumerate(s))[1:] for s in (SINC, COSC, K2))
 
 
 def _increment_scalars(t2: Array):
@@ -46,7 +43,7 @@ def _increment_scalars(t2: Array):
     ``t^2 = |w|^2``.
 
     ``a = sin t / t`` and ``b = (1 - cos t) / t^2`` are the group exponential's
-    (:func:`difflie.lie._coefficients.so3_exp_coefficients`, series below its threshold),
+    (:func:`difflie.lie.coefficients.so3_exp_coefficients`, series below its threshold),
     ``phi = (t/2) cot(t/2) = a / (2 b)`` and ``k2 = (1 - phi) / t^2``, by its series below
     ``t^2 < 1`` (``1 - phi`` cancels). ``1/t^2`` is taken of a safe ``t^2`` on the series branch.
     """
@@ -55,7 +52,7 @@ def _increment_scalars(t2: Array):
     series = t2 < 1.0
     r2 = 1 / jnp.where(small, 1.0, t2)
     phi = 0.5 * a / b
-    k2 = jnp.where(series, _poly(_K2, t2), (1 - phi) * r2)
+    k2 = jnp.where(series, poly(K2, t2), (1 - phi) * r2)
     return small, series, r2, phi, a, b, k2
 
 
@@ -90,9 +87,9 @@ def _so3_increment_jvp(primals, tangents):
     (w,), (dw,) = primals, tangents
     t2 = jnp.sum(w * w, axis=-1)
     small, series, r2, phi, a, b, k2 = _increment_scalars(t2)
-    da = jnp.where(small, _poly(_DSINC, t2), 0.5 * (1 - t2 * b - a) * r2)
-    db = jnp.where(small, _poly(_DCOSC, t2), (0.5 * a - b) * r2)
-    dk2 = jnp.where(series, _poly(_DK2, t2), (0.125 - k2 - 0.5 * phi * k2) * r2)
+    da = jnp.where(small, poly(_DSINC, t2), 0.5 * (1 - t2 * b - a) * r2)
+    db = jnp.where(small, poly(_DCOSC, t2), (0.5 * a - b) * r2)
+    dk2 = jnp.where(series, poly(_DK2, t2), (0.125 - k2 - 0.5 * phi * k2) * r2)
     E, W, WW = _exp_parts(w, t2, a, b)
     dt2 = 2 * jnp.sum(w * dw, axis=-1)
     dWW = w[..., :, None] * dw[..., None, :] + dw[..., :, None] * w[..., None, :]
@@ -131,7 +128,7 @@ class AbstractRKMK(AbstractSolver):
             ad = G.ad(q)
             out, term = xi, xi
             for k in range(1, self.dexpinv_order + 1):
-                term = _mv(ad, term)
+                term = mv(ad, term)
                 if _SERIES[k] != 0.0:
                     out = out + _SERIES[k] * term
             return out
@@ -140,7 +137,7 @@ class AbstractRKMK(AbstractSolver):
             k2 = (_so3_increment(w)[1] if k2 is None else k2)[..., None]
             wx = cross(w, x)
             return jnp.concatenate([xi[..., :3], x + 0.5 * wx + k2 * cross(w, wx)], axis=-1)
-        return _mv(G.dexpinv(q), xi)
+        return mv(G.dexpinv(q), xi)
 
     @staticmethod
     def _update(G, g0, q: Array):
@@ -151,8 +148,7 @@ class AbstractRKMK(AbstractSolver):
             return SO3xR3(R, g0.translation + q[..., :3]), k2
         return g0.compose(G.exp(q)), None
 
-    @staticmethod
-    def _check_model(model) -> None:
+    def check_model(self, model) -> None:
         if getattr(model, "constraints", None) is not None:
             raise ValueError(
                 "explicit RKMK solvers take models without algebraic constraints; this model has "
@@ -163,7 +159,7 @@ class AbstractRKMK(AbstractSolver):
     # -- AbstractSolver ----------------------------------------------------------------------
 
     def init(self, model, t0, dt0):
-        self._check_model(model)
+        self.check_model(model)
         cache = eom.prepare(model)
         y0 = eom.initial_state(model)
         first = eom.vector_field(model, cache, t0, *y0) if self.tableau.fsal else None
@@ -243,7 +239,7 @@ class Heun(AbstractRKMK):
 
 
 class RKMK4(AbstractRKMK):
-    """Classical Runge-Kutta 4 in RKMK form (seed_002 RK44, seed_001 eqs. 82-87); order 4."""
+    """Classical Runge-Kutta 4 in RKMK form (RK44 of Holzinger, Arnold & Gerstmayr 2024; Holzinger, Gerstmayr & Schöberl, eqs. 82-87); order 4."""
 
     tableau = RK4
     order = 4
@@ -266,7 +262,7 @@ class Dopri5(AbstractRKMK):
 
 
 class RK67(AbstractRKMK):
-    """Butcher's 7-stage order-6 method in RKMK form (seed_002 section 4.2)."""
+    """Butcher's 7-stage order-6 method in RKMK form (as used by Holzinger, Arnold & Gerstmayr 2024)."""
 
     tableau = RK67_TABLEAU
     order = 6

@@ -1,5 +1,5 @@
 """Variational integrators for one rigid body: DQVI on unit dual quaternions and its SO(3)xR3
-counterpart (seed_004, with the digest's corrections).
+counterpart (Xu & Halse, with the corrections noted below).
 
 Both work on a single rigid body described by a :class:`FreeBody` (spatial inertia about an
 arbitrary body reference point, potential, external wrench); a :class:`difflie.model.Model`
@@ -13,7 +13,7 @@ increment ``f = p_k^-1 p_{k+1}`` written in the chart ``x = (Psi, Phi)``,
 
     f_real = (w, Phi),  f_dual = (s, Psi),  w = sqrt(1 - |Phi|^2),  s = -(Psi . Phi)/w,
 
-gives, in position-momentum form (digest section 3.8),
+gives, in position-momentum form (Xu & Halse, §4),
 
     G(x_k) = (h/2) mu_k + (h^2/4) tau_k,   p_{k+1} = p_k f(x_k),
     mu_{k+1} = -(2/h) G(-x_k) + (h/2) tau_{k+1},
@@ -25,7 +25,7 @@ with ``z = M x = (z_b, z_a)`` and ``G = (B, A)``:
 ``mu_k`` is the Legendre-consistent momentum (the paper's (4.40) drops the ``-(h/2) tau``
 term; used for the start it makes the method first order, ``initial_momentum="paper"``
 reproduces that). The step is solved by Newton from ``x = M^-1 target`` with the corrected
-closed-form Jacobian (digest section 4.3) or the autodiff one; gradients through the solve
+closed-form Jacobian (Xu & Halse, §5, corrected) or the autodiff one; gradients through the solve
 come from the implicit-function theorem (``jax.lax.custom_root``).
 
 **SO3xR3Variational.** The decoupled scheme: the Lee-Leok-McClamroch / Moser-Veselov
@@ -46,8 +46,9 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..lie import SO3xR3, UnitDualQuaternion, cross, hat
-from . import linear
-from .base import RESULTS, AbstractSolver, BodyState, StepStats
+from ..numerics import linear
+from ..results import RESULTS, BodyState
+from .base import AbstractSolver, StepStats
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def discrete_momentum_map(M: Float[Array, "6 6"], x: Float[Array, "6"]) -> Float
 
 
 def discrete_momentum_map_jacobian(M: Float[Array, "6 6"], x: Float[Array, "6"]) -> Float[Array, "6 6"]:
-    """Closed-form ``dG/dx`` (digest section 4.3: the paper's (5.2) has a sign error in its
+    """Closed-form ``dG/dx`` (Xu & Halse, §5, corrected: the paper's (5.2) has a sign error in its
     first term and its (5.3) holds only for an isotropic translational mass)."""
     psi, phi, w, s = _w_s(x)
     M22, M21, M12, M11 = M[:3, :3], M[:3, 3:], M[3:, :3], M[3:, 3:]  # (Psi, Phi) blocks
@@ -245,7 +246,7 @@ def discrete_momentum_map_jacobian(M: Float[Array, "6 6"], x: Float[Array, "6"])
 _RUNNING, _CONVERGED, _LEFT_CHART, _MAX_STEPS = 0, 1, 2, 3
 
 
-def _newton(residual, jacobian, x0, scale, rtol, max_steps):
+def _newton(residual, jacobian, x0, scale, rtol, max_iterations):
     """Newton on ``residual(x) = 0`` from ``x0``; stops at ``|r|_inf <= rtol * scale``.
 
     Returns ``(x, iterations, status)``; ``status`` is one of the ``_CONVERGED``/``_LEFT_CHART``
@@ -258,7 +259,7 @@ def _newton(residual, jacobian, x0, scale, rtol, max_steps):
         bad = (jnp.dot(phi, phi) >= 1.0) | ~jnp.all(jnp.isfinite(r))
         done = jnp.max(jnp.abs(r)) <= rtol * scale
         return jnp.where(
-            bad, _LEFT_CHART, jnp.where(done, _CONVERGED, jnp.where(it >= max_steps, _MAX_STEPS, _RUNNING))
+            bad, _LEFT_CHART, jnp.where(done, _CONVERGED, jnp.where(it >= max_iterations, _MAX_STEPS, _RUNNING))
         )
 
     def body(carry):
@@ -273,7 +274,7 @@ def _newton(residual, jacobian, x0, scale, rtol, max_steps):
     return x, it, status
 
 
-def _implicit_solve(G, jacobian, target, x0, rtol, max_steps):
+def _implicit_solve(G, jacobian, target, x0, rtol, max_iterations):
     """Solve ``G(x) = target``; differentiable in everything ``G`` and ``target`` close over
     by the implicit-function theorem (the Newton iterations are not unrolled)."""
     scale = jnp.maximum(jnp.max(jnp.abs(jax.lax.stop_gradient(target))), jnp.finfo(target.dtype).tiny)
@@ -283,7 +284,7 @@ def _implicit_solve(G, jacobian, target, x0, rtol, max_steps):
 
     def solve(f, x_init):
         jac = jax.jacfwd(f) if jacobian is None else jacobian
-        x, it, status = _newton(f, jac, x_init, scale, rtol, max_steps)
+        x, it, status = _newton(f, jac, x_init, scale, rtol, max_iterations)
         # custom_root differentiates its aux output too: carry the counters as floats
         return x, jax.lax.stop_gradient(jnp.stack([it, status]).astype(x.dtype))
 
@@ -349,14 +350,14 @@ def as_free_body(model) -> FreeBody:
     if model.constraints is not None:
         raise ValueError("variational integrators take a model without constraints")
     b = model.bodies
-    m, c, R0 = b.mass[0], b.com[0], model.R0[0]
-    omega0 = model.omega0[0]
-    pinned = model.fixed_origin[0]
-    v_ref = jnp.zeros_like(c) if pinned else R0.T @ model.v0[0] - cross(omega0, c)
+    m, c = b.mass[0], b.com[0]
+    r0, R0, v0, omega0 = (x[0] for x in model.initial_state())
+    pinned = bool(model.pinned.size)
+    v_ref = R0.T @ v0 - cross(omega0, c)  # zero for a pinned body
     return FreeBody(
         spatial_inertia(m, b.inertia[0], c),
         c,
-        UnitDualQuaternion.from_rotation_translation(R0, model.r0[0] - R0 @ c),
+        UnitDualQuaternion.from_rotation_translation(R0, r0 - R0 @ c),
         jnp.concatenate([v_ref, omega0]),
         _GravityPotential(m, c, model.gravity),
         _ModelWrench(tuple(model.forces), c) if len(model.forces) else None,
@@ -393,7 +394,7 @@ class _AbstractVariational(AbstractSolver):
     jacobian: Literal["closed_form", "autodiff"] = eqx.field(static=True, default="closed_form")
     initial_momentum: Literal["legendre", "paper"] = eqx.field(static=True, default="legendre")
     rtol: float | None = eqx.field(static=True, default=None)
-    max_steps: int = eqx.field(static=True, default=50)
+    max_iterations: int = eqx.field(static=True, default=50)
 
     order: ClassVar[int] = 2
 
@@ -402,8 +403,11 @@ class _AbstractVariational(AbstractSolver):
             raise ValueError(f"jacobian must be 'closed_form' or 'autodiff', got {self.jacobian!r}")
         if self.initial_momentum not in ("legendre", "paper"):
             raise ValueError(f"initial_momentum must be 'legendre' or 'paper', got {self.initial_momentum!r}")
-        if self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.max_iterations < 1:
+            raise ValueError(f"max_iterations must be >= 1, got {self.max_iterations}")
+
+    def check_model(self, model) -> None:
+        as_free_body(model)
 
     def _rtol(self, dtype):
         return 64 * float(jnp.finfo(dtype).eps) if self.rtol is None else self.rtol
@@ -413,12 +417,12 @@ class _AbstractVariational(AbstractSolver):
         jac = (lambda phi: _rotation_map_jacobian(J, phi)) if self.jacobian == "closed_form" else None
         x0 = jnp.linalg.solve(J, target)
         return _implicit_solve(
-            lambda phi: _rotation_map(J, phi), jac, target, x0, self._rtol(dtype), self.max_steps
+            lambda phi: _rotation_map(J, phi), jac, target, x0, self._rtol(dtype), self.max_iterations
         )
 
 
 class DQVI(_AbstractVariational):
-    """Dual-quaternion variational integrator (Xu and Halse; digest seed_004 section 3.8).
+    """Dual-quaternion variational integrator (Xu & Halse, §4).
 
     Second order, symplectic, time reversible, conserves the world-frame momentum of a free body
     exactly and keeps the energy error bounded. The state is ``VariationalState(pose, momentum)``
@@ -462,7 +466,7 @@ class DQVI(_AbstractVariational):
                 target,
                 jnp.linalg.solve(M, target),
                 self._rtol(dtype),
-                self.max_steps,
+                self.max_iterations,
             )
             mu_minus = -(2.0 / h) * discrete_momentum_map(M, -x)
         pose1 = y0.pose.compose(chart(x))

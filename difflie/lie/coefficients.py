@@ -5,7 +5,8 @@ Each coefficient is an even function of the rotation angle ``theta``, so it is e
 ``t`` is used, above it the closed form; both branches are evaluated on safe inputs (the
 "double where"), so values *and* derivatives are finite at ``theta = 0``.
 
-Names follow ``../shared/notes/seed_000.md`` section 3.1:
+``alpha``, ``beta`` and ``gamma = alpha/beta`` are the coefficients of Müller, singularity-free Lie
+group integration in absolute coordinates (§5.1, eq. 36); the other names are ours:
 
 * ``sinc = sin(theta)/theta``                      (alpha)
 * ``cosc = (1 - cos(theta))/theta**2``             (beta/2)
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 
-def _poly(coefficients: tuple[float, ...], t: Array) -> Array:
+def poly(coefficients: tuple[float, ...], t: Array) -> Array:
     out = jnp.zeros_like(t) + coefficients[-1]
     for c in coefficients[-2::-1]:
         out = out * t + c
@@ -45,17 +46,16 @@ def _series_or_closed(t: Array, series: tuple[float, ...], closed, threshold: fl
     thr = _threshold(t, threshold)
     small = t < thr * thr
     t_safe = jnp.where(small, jnp.asarray(4.0 * thr * thr, t.dtype), t)
-    return jnp.where(small, _poly(series, t), closed(t_safe))
+    return jnp.where(small, poly(series, t), closed(t_safe))
 
 
 def _frac(values) -> tuple[float, ...]:
     return tuple(float(v) for v in values)
 
 
-# Taylor coefficients in t = theta**2, through theta**10 (seed_000 section 3.1, checked there
-# against 50-digit arithmetic).
-_SINC = _frac(Fraction((-1) ** k, factorial(2 * k + 1)) for k in range(6))
-_COSC = _frac(Fraction((-1) ** k, factorial(2 * k + 2)) for k in range(6))
+# Taylor coefficients in t = theta**2, through theta**10 (checked against 50-digit arithmetic).
+SINC = _frac(Fraction((-1) ** k, factorial(2 * k + 1)) for k in range(6))
+COSC = _frac(Fraction((-1) ** k, factorial(2 * k + 2)) for k in range(6))
 _K1 = _frac(Fraction((-1) ** k, factorial(2 * k + 3)) for k in range(6))
 # k2 = sum_n (-1)^n B_{2n+2} / (2n+2)! t^n, from the Bernoulli numbers B_2 .. B_24: through
 # theta**22, so that RKMK's increment (``difflie.solvers.rkmk``) can use it up to theta = 1 (the
@@ -63,7 +63,7 @@ _K1 = _frac(Fraction((-1) ** k, factorial(2 * k + 3)) for k in range(6))
 _B2N = (Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30), Fraction(5, 66),
         Fraction(-691, 2730), Fraction(7, 6), Fraction(-3617, 510), Fraction(43867, 798),
         Fraction(-174611, 330), Fraction(854513, 138), Fraction(-236364091, 2730))  # fmt: skip
-_K2 = _frac((-1) ** n * b / factorial(2 * n + 2) for n, b in enumerate(_B2N))
+K2 = _frac((-1) ** n * b / factorial(2 * n + 2) for n, b in enumerate(_B2N))
 _K3 = _frac(
     [Fraction(1, 360), Fraction(1, 7560), Fraction(1, 201600), Fraction(1, 5987520),
      Fraction(691, 130767436800), Fraction(1, 6227020800)]
@@ -81,7 +81,7 @@ _COS_HALF = _frac(Fraction((-1) ** k, 4**k * factorial(2 * k)) for k in range(6)
 
 
 def cosc(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
-    return _series_or_closed(t, _COSC, lambda s: (1 - jnp.cos(jnp.sqrt(s))) / s, 0.3)
+    return _series_or_closed(t, COSC, lambda s: (1 - jnp.cos(jnp.sqrt(s))) / s, 0.3)
 
 
 def k1(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
@@ -98,7 +98,7 @@ def _gamma(s: Array) -> Array:
 
 
 def k2(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
-    return _series_or_closed(t, _K2, lambda s: (1 - _gamma(s)) / s, 0.3)
+    return _series_or_closed(t, K2, lambda s: (1 - _gamma(s)) / s, 0.3)
 
 
 def k3(t: Float[Array, "*b"]) -> Float[Array, "*b"]:
@@ -150,8 +150,8 @@ def so3_exp_coefficients(t: Float[Array, "*b"]) -> tuple[Array, Array]:
     small = so3_exp_series(t)
     s = jnp.where(small, jnp.asarray(4.0 * _threshold(t, _SO3_EXP_SWITCH) ** 2, t.dtype), t)
     theta = jnp.sqrt(s)
-    sinc_ = jnp.where(small, _poly(_SINC, t), jnp.sin(theta) / theta)
-    cosc_ = jnp.where(small, _poly(_COSC, t), (1 - jnp.cos(theta)) / s)
+    sinc_ = jnp.where(small, poly(SINC, t), jnp.sin(theta) / theta)
+    cosc_ = jnp.where(small, poly(COSC, t), (1 - jnp.cos(theta)) / s)
     return sinc_, cosc_
 
 
@@ -162,6 +162,6 @@ def quaternion_exp_coefficients(t: Float[Array, "*b"]) -> tuple[Array, Array]:
     small = t < thr * thr
     theta = jnp.sqrt(jnp.where(small, jnp.asarray(4.0 * thr * thr, t.dtype), t))
     half = 0.5 * theta
-    cos_h = jnp.where(small, _poly(_COS_HALF, t), jnp.cos(half))
-    sinc_h = jnp.where(small, _poly(_HALF_SINC_HALF, t), jnp.sin(half) / theta)
+    cos_h = jnp.where(small, poly(_COS_HALF, t), jnp.cos(half))
+    sinc_h = jnp.where(small, poly(_HALF_SINC_HALF, t), jnp.sin(half) / theta)
     return cos_h, sinc_h

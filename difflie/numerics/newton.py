@@ -1,4 +1,4 @@
-"""Shared Newton solver for the implicit steps (backward Euler, generalized-alpha, ...).
+"""The Newton iteration shared by the implicit steps and the kinematic analysis.
 
 Solves ``F(x, args) = 0`` for a pytree ``x`` with
 
@@ -7,7 +7,7 @@ Solves ``F(x, args) = 0`` for a pytree ``x`` with
 recomputing ``J`` every iteration (full Newton) or factoring it once at the initial guess, or
 taking a caller-supplied matrix (modified / chord Newton). The iteration stops successfully when
 the scaled correction ``||D delta||_2 < tol``, and reports ``RESULTS.newton_failed`` when
-``max_steps`` is reached or the iterate stops being finite.
+``max_iterations`` is reached or the iterate stops being finite.
 
 Gradients follow the implicit-function theorem, not the iterations: with ``x*(p)`` defined by
 ``F(x*, p) = 0``, ``dx*/dp = -J^{-1} dF/dp`` (``jax.lax.custom_root``). So differentiating an
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -27,7 +27,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int, PyTree
 
 from . import linear
-from .base import RESULTS
+from ..results import RESULTS
 
 
 class NewtonSolution(eqx.Module):
@@ -42,18 +42,21 @@ class NewtonSolution(eqx.Module):
 class Newton(eqx.Module):
     """Newton's method with a tolerance on the correction and an iteration limit.
 
-    ``tol``: stop when ``||scale * delta||_2 < tol``. ``max_steps``: iteration limit (failure).
+    ``tol``, ``rtol``: stop when ``||scale * delta|| < tol + rtol ||x||``, in the 2-norm or, with
+    ``norm="max"``, the max-norm. ``max_iterations``: iteration limit (failure).
     ``modified``: factor the iteration matrix once (at the initial guess or the ``jac`` given to
     :func:`newton_solve`) and reuse it for every iteration.
     """
 
     tol: float = 1e-10
-    max_steps: int = eqx.field(static=True, default=20)
+    max_iterations: int = eqx.field(static=True, default=20)
     modified: bool = eqx.field(static=True, default=False)
+    rtol: float = 0.0
+    norm: Literal["2", "max"] = eqx.field(static=True, default="2")
 
     def __check_init__(self):
-        if self.max_steps < 1:
-            raise ValueError(f"Newton.max_steps must be >= 1, got {self.max_steps}")
+        if self.max_iterations < 1:
+            raise ValueError(f"Newton.max_iterations must be >= 1, got {self.max_iterations}")
 
 
 def value_and_jacfwd(f, x):
@@ -107,18 +110,20 @@ def newton_solve(
     ``fn`` maps a pytree to a pytree of the same total size (flattened internally). ``jac``
     (optional, modified Newton only) is the iteration matrix to use instead of ``dF/dx(x0)``;
     it is not differentiated. ``inverse`` (optional, modified Newton only): the inverse of such a
-    matrix (:func:`difflie.solvers.linear.inverse`), e.g. kept from an earlier step. ``scale``
+    matrix (:func:`difflie.numerics.linear.inverse`), e.g. kept from an earlier step. ``scale``
     (optional) weights the correction in the stopping test.
     """
     flat0, unravel = ravel_pytree(x0)
     n = flat0.shape[0]
-    m = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(jax.eval_shape(fn, x0, args)))
+    m = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(eqx.filter_eval_shape(fn, x0, args)))
     if m != n:
         raise ValueError(f"newton_solve: residual has {m} entries but the unknown has {n}")
     if jac is not None and jac.shape != (n, n):
         raise ValueError(f"newton_solve: jac must have shape {(n, n)}, got {jac.shape}")
     w = jnp.ones_like(flat0) if scale is None else jnp.broadcast_to(jnp.asarray(scale, flat0.dtype), (n,))
     tol = jnp.asarray(solver.tol, flat0.dtype)
+    rtol = jnp.asarray(solver.rtol, flat0.dtype)
+    _norm = (lambda v: jnp.max(jnp.abs(v))) if solver.norm == "max" else jnp.linalg.norm
 
     def flat_fn(x):
         return ravel_pytree(fn(unravel(x), args))[0]
@@ -143,30 +148,40 @@ def newton_solve(
         def update(x, fx, solve_with):
             delta = solve_with(fx)
             x_new = x - delta
-            return x_new, jnp.linalg.norm(w * delta), jnp.all(jnp.isfinite(x_new))
+            dnorm = _norm(w * delta)
+            # The correction against the tolerance: < 0 means converged.
+            excess = dnorm - tol - rtol * _norm(x_new)
+            return x_new, dnorm, excess, jnp.all(jnp.isfinite(x_new))
 
         def cond(carry):
-            _, k, dnorm, ok = carry
-            return (k < solver.max_steps) & (dnorm >= tol) & ok
+            _, k, _, excess, ok = carry
+            return (k < solver.max_iterations) & (excess >= 0) & ok
 
         def body(carry):
-            x, k, _, _ = carry
+            x, k, _, _, _ = carry
             if solver.modified:
-                x, dnorm, ok = update(x, f(x), solve0)
+                x, dnorm, excess, ok = update(x, f(x), solve0)
             else:
                 fx, mat = value_and_matrix(x)
-                x, dnorm, ok = update(x, fx, lambda b: linear.solve(mat, b))
-            return x, k + 1, dnorm, ok
+                x, dnorm, excess, ok = update(x, fx, lambda b: linear.solve(mat, b))
+            return x, k + 1, dnorm, excess, ok
 
-        x1, dnorm1, ok1 = update(x_init, f0, solve0)
-        init = (x1, jnp.array(1, jnp.int32), dnorm1, ok1)
-        x, k, dnorm, ok = jax.lax.while_loop(cond, body, init)
+        x1, dnorm1, excess1, ok1 = update(x_init, f0, solve0)
+        init = (x1, jnp.array(1, jnp.int32), dnorm1, excess1, ok1)
+        x, k, dnorm, excess, ok = jax.lax.while_loop(cond, body, init)
         # Auxiliary outputs travel as floats: custom_root gives them float tangents.
-        return x, jnp.stack([k.astype(x.dtype), dnorm, ok.astype(x.dtype)])
+        return x, jnp.stack([k.astype(x.dtype), dnorm, excess, ok.astype(x.dtype)])
 
     x, aux = jax.lax.custom_root(flat_fn, flat0, solve, linear.tangent_solve, has_aux=True)
     aux = jax.lax.stop_gradient(aux)
     k, dnorm = aux[0].astype(jnp.int32), aux[1]
-    converged = (aux[2] > 0) & (dnorm < tol)
+    converged = (aux[3] > 0) & (aux[2] < 0)
     result = RESULTS.where(converged, RESULTS.successful, RESULTS.newton_failed)
     return NewtonSolution(value=unravel(x), num_steps=k, result=result, correction_norm=dnorm)
+
+
+def no_grad(tree: PyTree) -> PyTree:
+    """``tree`` with its floating-point arrays under ``jax.lax.stop_gradient`` (other leaves
+    kept): what an iteration loop runs on before its result is differentiated otherwise."""
+    dynamic, static = eqx.partition(tree, eqx.is_inexact_array)
+    return eqx.combine(jax.lax.stop_gradient(dynamic), static)

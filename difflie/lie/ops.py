@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from . import _coefficients as c
+from . import coefficients as c
 
 
 _LEVI_CIVITA = np.zeros((3, 3, 3))
@@ -58,6 +58,24 @@ def vee(m: Float[Array, "*b 3 3"]) -> Float[Array, "*b 3"]:
         [m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]],
         axis=-1,
     )
+
+
+# Small products as broadcast-multiply-sum: XLA fuses these with their neighbours, where a
+# ``dot`` per 3x3 or 6x6 product is a kernel of its own on CPU (a step is launch-bound). The one
+# set of helpers every module uses for the per-body products of its hot loop.
+def mv(m: Float[Array, "*b i j"], v: Float[Array, "*b j"]) -> Float[Array, "*b i"]:
+    """``m v`` for stacks of small matrices."""
+    return jnp.sum(m * v[..., None, :], axis=-1)
+
+
+def mtv(m: Float[Array, "*b j i"], v: Float[Array, "*b j"]) -> Float[Array, "*b i"]:
+    """``m^T v`` for stacks of small matrices."""
+    return jnp.sum(m * v[..., :, None], axis=-2)
+
+
+def mm(a: Float[Array, "*b i j"], b: Float[Array, "*b j k"]) -> Float[Array, "*b i k"]:
+    """``a b`` for stacks of small matrices."""
+    return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
 
 
 def matvec(m: Array, v: Array) -> Array:
@@ -125,7 +143,7 @@ def se3_right_jacobian_block(v: Array, w: Array, inverse: bool) -> Array:
     """Upper-right block of the SE(3) right Jacobian (or its inverse), translation-first.
 
     With ``V = hat(v)``, ``W = hat(w)`` and ``A = W V + V W`` (an anticommutator, not the
-    bracket; seed_001 erratum):
+    bracket that Holzinger, Gerstmayr & Schöberl print in eq. 17, corrected):
 
     * ``J_r``:     ``-cosc V + k1 A + (w.v) (-k4 W + k5 W^2)``
     * ``J_r^-1``:  ``V/2 + k2 A + (w.v) k3 W^2``
