@@ -1,5 +1,5 @@
-"""BackwardEuler (rA / rp / re) and kinematic analysis on the driven single pendulum of seed 003,
-against its closed form: COM (0, L sin phi, -L cos phi), phi(t) = (pi/4) cos 2t, L = 2."""
+"""BackwardEuler (rA / rp / re) and kinematic analysis on the driven single pendulum of Kissel,
+Taves & Negrut, against its closed form: COM (0, L sin phi, -L cos phi), phi(t) = (pi/4) cos 2t, L = 2."""
 
 import functools
 
@@ -66,12 +66,12 @@ def test_kinematics_matches_closed_form(formulation):
     pos, vel = closed_form(np.asarray(ts))
     np.testing.assert_allclose(np.asarray(kin.position)[:, 0], pos, atol=1e-9)
     np.testing.assert_allclose(np.asarray(kin.velocity)[:, 0], vel, atol=1e-9)
-    # digest: r_ddot(0) = (0, -4.442883, -4.442883)
+    # the closed form at t = 0 (phi_dot = 0, phi_ddot = -pi): r_ddot(0) = (0, -4.442883, -4.442883)
     np.testing.assert_allclose(np.asarray(kin.acceleration)[0, 0], [0.0, -4.442883, -4.442883], atol=1e-6)
 
 
 def test_float32_smoke():
-    """With x64 off every formulation runs in float32 on its default stopping test (the seed's
+    """With x64 off every formulation runs in float32 on its default stopping test (the paper's
     ``1e-11 / h^2`` is below float32's resolution of the accelerations, ``eps L / h^2``): positions
     on the closed form to a few ulps, velocities with the first-order error of float64 (2.5e-3
     at h = 1e-3, t = 0.3), under two Newton iterations per step (measured 1.7-1.8)."""

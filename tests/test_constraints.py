@@ -1,6 +1,6 @@
 """Basic constraints, joints, ConstraintSet, the expression evaluator and the autodiff
-Jacobian / nu / gamma of the three formulations, against seed 003's corrected closed forms
-(digest §2.3, Table 2 and eqs. 18) and finite differences."""
+Jacobian / nu / gamma of the three formulations, against the closed forms of Kissel, Taves &
+Negrut (the paper's Table 2 and eqs. 18, with their errors corrected) and finite differences."""
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +37,7 @@ def test_expression_values_and_autodiff_derivatives():
     assert abs(val - np.cos(phi + np.pi / 2)) < 1e-15
     assert abs(d1 - (-np.sin(phi + np.pi / 2) * phid)) < 1e-14
     assert abs(d2 - (-np.cos(phi + np.pi / 2) * phid**2 - np.sin(phi + np.pi / 2) * phidd)) < 1e-13
-    # the C1 file's f_ddot string is wrong (digest §8 item 25): autodiff differs from it
+    # the f_ddot string of the C1 model file of the paper's public codes is wrong: autodiff differs from it
     wrong = parse("1/4*pi*(4*cos(2*t)*cos(1/4*pi*cos(2*t)))+pi*sin(2*t)**2*sin(1/4*pi*cos(2*t))")
     assert abs(wrong(t) - d2) > 1e-2
     assert parse("2^3")(0.0) == 8.0 and parse("np.sin(t)")(0.5) == pytest.approx(np.sin(0.5))
@@ -61,7 +61,7 @@ def _pair_state(seed=1):
 
 
 def _table2(kind, v, r, A):
-    """Corrected Table 2 rows (digest §2.3): columns r_i, theta_i, r_j, theta_j."""
+    """The paper's Table 2 rows with its errors corrected: columns r_i, theta_i, r_j, theta_j."""
     Ai, Aj = A
     ri, rj = r
     if kind == "DP1":
@@ -118,7 +118,7 @@ def test_rA_jacobian_matches_corrected_table2(kind):
 
 
 def _gamma_cd_dp1(kind, v, r, A, rd, w):
-    """Eqs. (18a), (18d) as corrected in the digest."""
+    """The paper's eqs. (18a), (18d) with their errors corrected."""
     Ai, Aj = A
     wi, wj = hat(w[0]), hat(w[1])
     if kind == "DP1":
@@ -196,7 +196,7 @@ def test_constraint_set_keeps_order_names_and_rejects_bad_bodies():
     assert cs.names == ("a", "b", "c") and cs.kinds == ("DP1", "CD")
     r = jnp.asarray([[0.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
     R = jnp.broadcast_to(jnp.eye(3), (2, 3, 3))
-    # CD: c . (r_j + A_j s_q - r_i - A_i s_p) - f (seed 003 eq. 4)
+    # CD: c . (r_j + A_j s_q - r_i - A_i s_p) - f (Kissel, Taves & Negrut, eq. 4)
     np.testing.assert_allclose(cs.residual(0.0, r, R), [-1.0, 0.0, -2.5])
     with pytest.raises(ValueError, match="body_j = 2 but the model has 2 bodies"):
         C.ConstraintSet([C.dp1(0, (1.0, 0, 0), 2, (1.0, 0, 0))], 2)

@@ -152,7 +152,7 @@ def test_wiener_milenkovic_definition():
 
 
 def test_rodrigues_golden():
-    """seed_000 section 7.1 item 3: cay(hat(c)) and Q(c) for c = (0.1, 0.4, -0.3)."""
+    """Golden values of Müller's Cayley map cay(hat(c)) and quaternion Q(c) for c = (0.1, 0.4, -0.3)."""
     c = jnp.array([0.1, 0.4, -0.3])
     cay = [
         [0.603174603175, 0.539682539683, 0.587301587302],

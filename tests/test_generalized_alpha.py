@@ -1,4 +1,5 @@
-"""Lie-group generalized-alpha (seed 002 §5) against the digest's reference values and exact cases."""
+"""Lie-group generalized-alpha (Brüls, Cardona & Arnold 2012, as in Holzinger, Arnold & Gerstmayr
+2024) against reference values from an independent float64 prototype and exact cases."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ from difflie.simulate import simulate
 from difflie.results import RESULTS
 from difflie.solvers.generalized_alpha import GeneralizedAlpha, alpha_coefficients
 
-# seed_002 §6.1: heavy-top COM at t = 1 s (DOP853, rtol 1e-13) and the digest's own Lie
-# generalized-alpha prototype errors (§5.8, rho_inf = 0.9, full Newton).
+# Heavy-top COM at t = 1 s (Holzinger, Arnold & Gerstmayr 2024, §4.1; DOP853, rtol 1e-13) and the
+# errors of an independent float64 Lie generalized-alpha prototype (rho_inf = 0.9, full Newton).
 HT_REF_T1 = np.array([0.173343964098, 0.640088592070, -0.748490791134])
-DIGEST_ERRORS = {4e-4: 1.161e-3, 2e-4: 2.901e-4, 1e-4: 7.252e-5, 5e-5: 1.813e-5}
+PROTOTYPE_ERRORS = {4e-4: 1.161e-3, 2e-4: 2.901e-4, 1e-4: 7.252e-5, 5e-5: 1.813e-5}
 PIVOT = np.array([0.0, 1.0, 0.0])  # fixed point seen from the COM is -PIVOT in body axes
 
 
@@ -74,13 +75,13 @@ def test_coefficients():
         GeneralizedAlpha(newton="quasi")
 
 
-def test_heavy_top_second_order_matches_digest(top_runs):
-    """Order 2 against the reference; the digest's prototype error at h = 4e-4 to 0.2 %."""
+def test_heavy_top_second_order_matches_reference(top_runs):
+    """Order 2 against the reference; the prototype's error at h = 4e-4 to 0.2 %."""
     hs = sorted(top_runs)
     errs = [_err(top_runs[h]) for h in hs]
     slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
     assert 1.95 < slope < 2.05, (errs, slope)
-    assert abs(_err(top_runs[4e-4]) / DIGEST_ERRORS[4e-4] - 1) < 2e-3
+    assert abs(_err(top_runs[4e-4]) / PROTOTYPE_ERRORS[4e-4] - 1) < 2e-3
     for out in top_runs.values():
         assert bool(out["ok"])  # h = 1e-3 included: Exudyn's default fails for h >= 1.25e-4
 
@@ -88,12 +89,12 @@ def test_heavy_top_second_order_matches_digest(top_runs):
 def test_heavy_top_constraint_and_iterations(top_runs):
     for h, out in top_runs.items():
         assert float(out["phi"]) < 1e-10, (h, float(out["phi"]))
-        assert 1.0 <= float(out["mean_its"]) <= 2.5  # the digest's prototype: 2.00 per step
+        assert 1.0 <= float(out["mean_its"]) <= 2.5  # the prototype: 2.00 per step
         assert int(out["max_its"]) <= 3
 
 
 def test_heavy_top_step_sweep(top):
-    """Every h from 1e-3 down to 6.25e-5 runs without Newton failure; digest errors to 0.3 %."""
+    """Every h from 1e-3 down to 6.25e-5 runs without Newton failure; prototype errors to 0.3 %."""
     hs = [1e-3 / 2**k for k in range(5)]
     outs = {h: run(GeneralizedAlpha(), top, h) for h in hs + [4e-4, 2e-4, 1e-4, 5e-5]}
     for out in outs.values():
@@ -101,7 +102,7 @@ def test_heavy_top_step_sweep(top):
     errs = [_err(outs[h]) for h in hs]
     slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
     assert 1.97 < slope < 2.03
-    for h, e in DIGEST_ERRORS.items():
+    for h, e in PROTOTYPE_ERRORS.items():
         assert abs(_err(outs[h]) / e - 1) < 3e-3, (h, _err(outs[h]), e)
 
 
@@ -282,8 +283,9 @@ def test_float32_inputs_stay_float32_under_x64():
 
 
 def test_extrapolated_start_fewer_iterations_same_solution(top, top_runs):
-    """The cubic predictor of vdot and lambda (default) against the seed's vdot1 = vdot0 start:
-    same solution, fewer Newton iterations at h = 1e-3 (measured 1.14 against 2.00)."""
+    """The cubic predictor of vdot and lambda (default) against the published algorithm's
+    vdot1 = vdot0 start: same solution, fewer Newton iterations at h = 1e-3 (measured 1.14
+    against 2.00)."""
     h = 1e-3
     plain = run(GeneralizedAlpha(extrapolation=0), top, h)
     out = top_runs[h]

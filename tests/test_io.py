@@ -1,7 +1,8 @@
-"""Model files (seed-003 C1 ``.mdl`` / C2 ``.json`` and the native JSON format) and their errors.
+"""Model files (the C1 ``.mdl`` / C2 ``.json`` model files of the public codes of Kissel, Taves &
+Negrut's rA/rp/re paper, and the native JSON format) and their errors.
 
 The command-line side of the errors is in ``test_cli.py``; here the loader's messages are checked
-directly. Every seed file is loaded from ``tests/data`` (verbatim copies of ``shared/models``).
+directly. Every C1/C2 file is loaded from ``tests/data`` (verbatim copies of the public codes' files).
 """
 
 import json
@@ -122,7 +123,7 @@ def test_file_matches_builtin_kinematics(name):
         ("slider_crank_haug.json", {}),
     ],
 )
-def test_unused_seed_files_load_and_assemble(name, kw):
+def test_unused_model_files_load_and_assemble(name, kw):
     model = _load(name, mass=[1.0, 1.0, 1.0], inertia=ANY_INERTIA, **kw)
     assert model.num_bodies == 3 and model.constraints.num_constraints in (17, 18)
     assert np.abs(model.constraints.residual(0.0, model.r0, model.R0)).max() < 1e-12

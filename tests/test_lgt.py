@@ -75,7 +75,7 @@ def psi_pose(group, psi, X):
 
 @pytest.mark.parametrize("chart, group, psi", CASES, ids=CASE_IDS)
 def test_group_consistency(chart, group, psi):
-    """alpha(tau(q, X)) = alpha(q) psi(X) (seed_000 section 7.2 item 16)."""
+    """alpha(tau(q, X)) = alpha(q) psi(X) (Müller's LGT group consistency)."""
     q, X = sample(chart, group, jax.random.PRNGKey(0), step=0.6)
     q1 = chart.lgt(q, X, group, psi)
     r, theta = chart.split(q, group)
@@ -92,7 +92,7 @@ def test_group_consistency(chart, group, psi):
 
 @pytest.mark.parametrize("chart, group, psi", CASES, ids=CASE_IDS)
 def test_derivative_at_zero_is_H_inverse(chart, group, psi):
-    """d tau / dX at X = 0 = H(q)^-1 dpsi_0: blockdiag(I or R, H^-1) for exp (item 21).
+    """d tau / dX at X = 0 = H(q)^-1 dpsi_0: blockdiag(I or R, H^-1) for exp.
 
     The Cayley chart has ``cay(c) = I + 2 hat(c) + ...``, so ``dpsi_0`` doubles the rotation
     (and the SE(3) translation) columns.
@@ -157,7 +157,7 @@ def test_rotation_increment(psi):
 
 
 def test_golden_1a_and_1b():
-    """seed_000 section 7.2 items 17, 18 (tangents translation first here)."""
+    """Golden values for Müller's combinations 1.a and 1.b (tangents translation first here)."""
     chart = EulerParameters()
     q = jnp.concatenate([jnp.array([1.0, -1.0, 0.5]), _ops.qexp(jnp.array([0.2, 0.1, -0.4]))])
     X = jnp.array([1.0, 2.0, -1.0, 0.3, -0.2, 0.5])
@@ -171,7 +171,7 @@ def test_golden_1a_and_1b():
 
 
 def test_golden_2b_2c():
-    """seed_000 section 7.2 item 19: principal and continuous branches, Cayley increment."""
+    """Golden values for Müller's combinations 2.b and 2.c: principal and continuous branches, Cayley increment."""
     chart = RotationVector()
     rho = jnp.array([2.5, -1.0, 1.5])
     x = jnp.array([0.3, -0.2, 0.5])
@@ -186,7 +186,7 @@ def test_golden_2b_2c():
 @pytest.mark.parametrize("group", ["SO3xR3", "SE3"])
 @pytest.mark.parametrize("chart", CHARTS, ids=IDS)
 def test_composition(chart, group):
-    """tau(tau(q, X1), X2) = alpha^-1(alpha(q) psi(X1) psi(X2)) (seed_000 section 7.2 item 22)."""
+    """tau(tau(q, X1), X2) = alpha^-1(alpha(q) psi(X1) psi(X2)) (Müller's LGT composition property)."""
     q, X1 = sample(chart, group, jax.random.PRNGKey(4), step=0.4)
     X2 = 0.4 * jax.random.normal(jax.random.PRNGKey(5), X1.shape)
     q2 = chart.lgt(chart.lgt(q, X1, group), X2, group)
@@ -206,13 +206,13 @@ def test_composition(chart, group):
 
 @pytest.mark.parametrize("chart, group, psi", CASES, ids=CASE_IDS)
 def test_inverse_lgt(chart, group, psi):
-    """lgt_inverse(q, lgt(q, X)) = X for rotation increments below pi (item 23)."""
+    """lgt_inverse(q, lgt(q, X)) = X for rotation increments below pi."""
     q, X = sample(chart, group, jax.random.PRNGKey(6), step=0.5)
     close(chart.lgt_inverse(q, chart.lgt(q, X, group, psi), group, psi), X, 1e-13)
 
 
 def test_cross_chart_equivalence():
-    """The same (q, X) in different charts gives the same pose (item 24)."""
+    """The same (q, X) in different charts gives the same pose."""
     q, X = sample(EulerParameters(), "SE3", jax.random.PRNGKey(7), step=0.8)
     R = EulerParameters().rotation(q, "SE3")
     ref = EulerParameters().lgt(q, X, "SE3")

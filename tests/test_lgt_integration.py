@@ -1,4 +1,4 @@
-"""Integrating absolute-coordinate models through the LGT (seed_000 Algorithms A and B)."""
+"""Integrating absolute-coordinate models through the LGT (Müller's Algorithms A and B)."""
 
 import functools
 
@@ -40,7 +40,7 @@ CHARTS = [
 ]
 IDS = [type(c).__name__ + getattr(c, "seq", "") for c in CHARTS]
 
-# -- heavy top about its fixed point, written in absolute rotation coordinates (seed_000 R1) -----
+# -- heavy top about its fixed point, written in absolute rotation coordinates -----------------
 
 MASS, GRAVITY = 15.0, jnp.array([0.0, 0.0, -9.81])
 COM = jnp.array([0.0, 1.0, 0.0])
@@ -170,7 +170,7 @@ def test_naive_angle_ode_fails_where_lgt_does_not(chart, top_reference):
     assert _rotation_error(chart, q[1:], top_reference) < 1e-9
 
 
-# -- a free body with chart-dependent forces: convergence orders (seed_000 R2-like) -------------
+# -- a free body with chart-dependent forces: convergence orders -------------------------------
 
 INERTIA = jnp.diag(jnp.array([0.3, 0.5, 0.7]))
 DIPOLE = jnp.array([0.1, -0.2, 0.3])
@@ -374,7 +374,7 @@ def test_bad_model_input():
         LGTSolver(diffrax.Tsit5(), chart, group="SE3").init(None, 0.0, 1.0, (jnp.zeros((1, 7)), jnp.zeros((1, 6))), None)
 
 
-# -- generalized-alpha through the LGT (seed 002 on the local group) ------------------------------
+# -- generalized-alpha (Brüls, Cardona & Arnold 2012) through the LGT, on the local group ------
 
 RHO_INF = 0.8
 GA_FAST = ("EulerAnglesxyz", "EulerParameters")

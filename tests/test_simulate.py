@@ -11,7 +11,7 @@ from difflie.simulate import ConstantStepSize, PIDController, SaveAt, Solution, 
 from difflie.solvers import RESULTS, Dopri5, RKMK4
 
 
-REF = {  # seed_002 section 6.1, COM of the heavy top.
+REF = {  # COM of the heavy top, Holzinger, Arnold & Gerstmayr 2024, §4.1.
     0.2: np.array([0.605550561377, 0.598957681795, -0.523983027430]),
     1.0: np.array([0.173343964098, 0.640088592070, -0.748490791134]),
 }
@@ -107,7 +107,7 @@ def test_dt_underflow():
 
 
 def test_nonfinite_reported():
-    # RK4 on the unstable-rotation example diverges at h = 1/10 (seed 001 section 5.3).
+    # RK4 on the unstable-rotation example diverges at h = 1/10 (Holzinger, Gerstmayr & Schöberl, Sect. 6).
     sol = simulate(torque_free(), RKMK4(), 0.0, 3.0, 0.1, throw=False)
     assert sol.result == RESULTS.nonfinite
     with pytest.raises(Exception, match="NaN or Inf"):

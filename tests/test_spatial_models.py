@@ -1,4 +1,5 @@
-"""The constrained spatial models of seed 002: consistent initial states, digest values, runs."""
+"""The constrained spatial models of Holzinger, Arnold & Gerstmayr 2024: consistent initial states,
+reference values, runs."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_initial_state_is_consistent(make):
     np.testing.assert_allclose(np.swapaxes(R, 1, 2) @ R, np.broadcast_to(np.eye(3), R.shape), atol=1e-15)
 
 
-def test_heavy_top_spherical_matches_digest_setup():
+def test_heavy_top_spherical_matches_reference_setup():
     model = heavy_top_spherical()
     np.testing.assert_allclose(model.v0[0], [4.61538, 0.0, 0.0], rtol=1e-15)
     assert model.constraints.num_constraints == 3
@@ -83,7 +84,7 @@ def test_heavy_top_spherical_matches_digest_setup():
     assert abs(float(g) - 4.61538) < 1e-12
 
 
-def test_slider_crank_initial_values_match_digest():
+def test_slider_crank_initial_values_match_reference():
     """s0 = 0.2, s_dot0 = 0.24, rod COM (0.12, -0.24, 0), rod spin (1.92, -0.96, 0.48) (world)."""
     model = spatial_slider_crank()
     assert model.body_names == ("crank", "rod", "slider") and model.constraints.num_constraints == 17
@@ -127,7 +128,8 @@ def test_slider_crank_energy(slider_runs):
 
 def test_puma_kinematics_and_sizes():
     model = puma560()
-    assert model.num_bodies == 6 and model.constraints.num_constraints == 30  # 36 + 30 (digest §6.4)
+    # 36 + 30, the Puma 560 of Holzinger, Arnold & Gerstmayr 2024, §4.4
+    assert model.num_bodies == 6 and model.constraints.num_constraints == 30
     np.testing.assert_allclose(puma560_joint_angles(model.R0), PUMA560_Q_INIT, atol=1e-14)
     q = jnp.asarray(PUMA560_Q_GOAL)
     _, R = puma560_forward_kinematics(q)

@@ -1,4 +1,5 @@
-"""Unified local velocity coordinates (seed 001): matrices, mass matrix, equivalence with Newton-Euler."""
+"""Unified local velocity coordinates (Holzinger, Gerstmayr & Schöberl): matrices, mass matrix,
+equivalence with Newton-Euler."""
 
 import equinox as eqx
 import jax
@@ -26,7 +27,8 @@ def test_d_matrix_and_inverse():
 
 
 def test_rows_are_point_velocity_projections():
-    # w_i = b_i . (U + Omega x y_i) for the hexahedron's face centres (seed 001 table 3.2).
+    # w_i = b_i . (U + Omega x y_i) for the hexahedron's face centres (Holzinger, Gerstmayr &
+    # Schöberl, eqs. 19-24).
     l1, l2, l3 = np.asarray(LENGTHS)
     s = 1 / np.sqrt(2)
     b = np.array([[s, 0, 0], [-s, 0, 0], [0, s, 0], [0, -s, 0], [0, 0, s], [0, 0, -s]])
@@ -42,7 +44,8 @@ def test_rows_are_point_velocity_projections():
 def test_mass_matrix_of_the_paper_example():
     model = torque_free()
     Mbar = np.asarray(eom.ulvc_mass_matrix(model)[0])
-    # seed 001 section 5.1, l = 1, J = diag(5.2988, 1.1775, 4.3568), m = 1.
+    # The paper's example (Holzinger, Gerstmayr & Schöberl, Sect. 6): l = 1,
+    # J = diag(5.2988, 1.1775, 4.3568), m = 1.
     np.testing.assert_allclose(Mbar[:2, :2], [[2.6784, 1.6784], [1.6784, 2.6784]], atol=1e-12)
     np.testing.assert_allclose(Mbar[2:4, 2:4], [[3.1494, 2.1494], [2.1494, 3.1494]], atol=1e-12)
     np.testing.assert_allclose(Mbar[4:, 4:], [[1.08875, 0.08875], [0.08875, 1.08875]], atol=1e-12)
@@ -83,7 +86,8 @@ def _trajectory(model, h, n):
 
 def test_ulvc_trajectory_equals_newton_euler():
     # With forces evaluated at the stage configurations, ULVC + RKMK4 is Newton-Euler + RKMK4
-    # on SE(3) for any invertible D (seed 001 section 4.3): same discrete trajectory.
+    # on SE(3) for any invertible D (Holzinger, Gerstmayr & Schöberl, Sect. 4.3): same discrete
+    # trajectory.
     a = _trajectory(_model("ulvc"), 0.01, 1000)
     b = _trajectory(_model("se3"), 0.01, 1000)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):

@@ -67,7 +67,7 @@ def test_closed_form_and_autodiff_jacobians_agree():
 
 
 def test_no_solution_reported_for_too_large_a_step():
-    """A spinning sphere: the DQVI step equation has no solution for h |omega| > 1 (seed 004 §5)."""
+    """A spinning sphere: the DQVI step equation has no solution for h |omega| > 1 (Xu & Halse, Sect. 5.2)."""
     sphere = dl.Model(dl.RigidBody(1.0, jnp.eye(3)), omega0=jnp.array([[0.0, 0.0, 10.0]]), gravity=jnp.zeros(3))
     ok = dl.simulate(sphere, dl.DQVI(), 0.0, 0.5, 0.05, throw=False)  # h |omega| = 0.5
     assert ok.result == dl.RESULTS.successful

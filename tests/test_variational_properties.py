@@ -1,9 +1,10 @@
-"""Properties of the variational integrators (issue 6; digest seed_004 section 5 and 6).
+"""Properties of the variational integrators (issue 6; Xu & Halse).
 
 Long-run energy without drift (contrast: RKMK4 drifts), time reversibility, independence of the
-reference point, world-frame momenta of a free body, and the digest's reproducible cases FB
-(free body, reference point off the centre of mass), TG (FB with a tether spring and gravity) and
-SP (spinning sphere): energy errors, pose errors against SciPy DOP853, Newton iteration counts.
+reference point, world-frame momenta of a free body, and the reproducible cases FB (free body,
+reference point off the centre of mass), TG (FB with a tether spring and gravity) and SP (spinning
+sphere): energy errors, pose errors against SciPy DOP853, Newton iteration counts, against
+reference values from an independent float64 prototype.
 Trajectories are driven by :func:`trajectory` (one compiled nested scan, a few hundred saves) so
 that the solver's own state (pose, momentum) and its per-step Newton counts are visible.
 """
@@ -25,7 +26,7 @@ from difflie.results import RESULTS
 from difflie.solvers.variational import DQVI, FreeBody, SO3xR3Variational
 
 # --------------------------------------------------------------------------------------------
-# The digest's configurations (seed_004 section 5)
+# The configurations of the reference cases FB, TG and SP
 # --------------------------------------------------------------------------------------------
 
 _V = np.array([0.1, 0.2, -0.3])
@@ -162,7 +163,7 @@ def drift_fraction(err, T) -> float:
 
 
 def test_energy_no_drift_free_body_1e5_steps():
-    """FB, h = 0.1, 10^5 steps (10^4 s): max relative error 4.37e-4 as in the digest, the same as
+    """FB, h = 0.1, 10^5 steps (10^4 s): max relative error 4.37e-4 as in the prototype, the same as
     over the first 1000 steps, and no least-squares drift."""
     run = cached("dqvi", "fb", 0.1, 500, 200)
     assert bool(run.ok)
@@ -261,7 +262,7 @@ def test_free_body_world_momenta(name, which):
 
 
 # --------------------------------------------------------------------------------------------
-# 4. The digest's section 5 cases
+# 4. The reference cases FB, TG and SP
 # --------------------------------------------------------------------------------------------
 
 
@@ -270,7 +271,7 @@ def test_free_body_world_momenta(name, which):
     [(0.2, 1.78e-3, 3), (0.1, 4.37e-4, 3), (0.05, 1.08e-4, 3), (0.025, 2.70e-5, 3)],
 )
 def test_fb_energy_error_and_newton_iterations(h, expected, max_iterations):
-    """FB over 100 s: max relative energy error as in the digest (O(h^2)), Newton in <= 3 iterations
+    """FB over 100 s: max relative energy error as in the prototype (O(h^2)), Newton in <= 3 iterations
     with the closed-form Jacobian and with the autodiff one."""
     n = round(100 / h)
     run = cached("dqvi", "fb", h, 500, n // 500)
@@ -285,7 +286,7 @@ def test_fb_energy_error_and_newton_iterations(h, expected, max_iterations):
 
 @pytest.mark.parametrize("h,expected", [(0.4, 8.4e-3), (0.6, 2.9e-2)])
 def test_fb_large_steps(h, expected):
-    """FB over 200 s at large steps: energy error as in the digest, 4 Newton iterations, momentum
+    """FB over 200 s at large steps: energy error as in the prototype, 4 Newton iterations, momentum
     still conserved."""
     n = round(200 / h)
     run = cached("dqvi", "fb", h, 500, -(-n // 500))
@@ -299,7 +300,7 @@ def test_fb_large_steps(h, expected):
 
 
 def test_fb_newton_fails_beyond_existence_limit():
-    """h = 0.7 (h |omega_0| = 0.88): within 200 s a step has no solution (the digest's NaN), and
+    """h = 0.7 (h |omega_0| = 0.88): within 200 s a step has no solution (the prototype's NaN), and
     the step reports it instead of returning garbage."""
     h = 0.7
     run = cached("dqvi", "fb", h, 500)
@@ -317,7 +318,7 @@ SPHERE_CASES = [(0.1, 2), (0.5, 3), (0.9, 4), (0.99, 6), (1.0, 22)]
 @pytest.mark.parametrize("jacobian", ["closed_form", "autodiff"])
 def test_sphere_step_angle_and_iterations(jacobian):
     """SP: sphere J = 2 I, m = 1.5, omega = (0, 0, 1). The per-step rotation is arcsin(h |omega|)
-    about the spin axis; Newton iterations as in the digest; h |omega| = 1.05 has no solution."""
+    about the spin axis; Newton iterations as in the prototype; h |omega| = 1.05 has no solution."""
     solver = DQVI(jacobian=jacobian)
 
     @eqx.filter_jit
@@ -341,8 +342,8 @@ def test_sphere_step_angle_and_iterations(jacobian):
     assert result == RESULTS.no_solution
 
 
-# Pose errors at T = 4 against SciPy DOP853 on the body Newton-Euler equations (digest's metric:
-# max |p_N - sigma p_ref| over the 8 dual-quaternion components).
+# Pose errors at T = 4 against SciPy DOP853 on the body Newton-Euler equations (the prototype's
+# metric: max |p_N - sigma p_ref| over the 8 dual-quaternion components).
 
 
 def _qmul(a, b):
@@ -396,7 +397,7 @@ def _reference_pose(potential: bool, T=4.0):
     ],
 )
 def test_pose_error_at_T4(which, init, expected):
-    """FB and TG pose errors at T = 4 as in the digest: order 2 with the Legendre start, order 1
+    """FB and TG pose errors at T = 4 as in the prototype: order 2 with the Legendre start, order 1
     on TG with the paper's start (4.40)."""
     ref = _reference_pose(which == "tg")
     model = FB if which == "fb" else TG
