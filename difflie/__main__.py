@@ -165,11 +165,28 @@ def _atomic_write(path: str, write) -> None:
         raise
 
 
+def accepting_solvers(model) -> list[str]:
+    """The solvers whose own rule (``check_model``) takes ``model``."""
+    import difflie as dl
+
+    default = {"rkmk4": dl.RKMK4(), "dopri5": dl.Dopri5(), "gen-alpha": dl.GeneralizedAlpha(),
+               "backward-euler": dl.BackwardEuler(), "dqvi": dl.DQVI()}  # fmt: skip
+    names = []
+    for name, solver in default.items():
+        try:
+            solver.check_model(model)
+            names.append(name)
+        except ValueError:
+            pass
+    return names
+
+
 def list_all() -> int:
-    print("built-in models:")
+    print("built-in models (and the solvers that take them):")
     for name, fn in builtin_models().items():
         doc = (inspect.getdoc(fn) or "").splitlines()
         print(f"  {name:24s} {doc[0] if doc else ''}")
+        print(f"  {'':24s} solvers: {', '.join(accepting_solvers(fn()))}")
     print("solvers:")
     for name, doc in SOLVERS.items():
         print(f"  {name:24s} {doc}")

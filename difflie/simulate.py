@@ -213,20 +213,6 @@ def _finite_or_fail(y, result):
     return RESULTS.where(finite | (result != RESULTS.successful), result, RESULTS.nonfinite)
 
 
-def _report_failure(failed, code, step, time, iterations, residual) -> None:
-    """Host side of ``throw=True`` under ``jit``: one line on stderr per failed run (batch
-    element), naming the step, time and reason, before the error raises."""
-    failed = np.atleast_1d(np.asarray(failed))
-    fields = [np.broadcast_to(np.asarray(x), failed.shape) for x in (code, step, time, iterations, residual)]
-    for idx in zip(*np.nonzero(failed)):
-        c, k, t, it, r = (f[idx] for f in fields)
-        what = RESULTS._index_to_message[int(c)]
-        where = f"batch element {tuple(int(i) for i in idx)}: " if failed.size > 1 else ""
-        detail = f", residual {float(r):.3e} after {int(it)} Newton iterations" if np.isfinite(r) else ""
-        sys.stderr.write(f"difflie.simulate: {where}{what} at step {int(k)} (t = {float(t):.6g} s){detail}\n")
-    sys.stderr.flush()
-
-
 # XLA:CPU runs a loop body about twice as slowly when its fused kernels read their step's slice
 # of an array over about 512 bytes (the scanned inputs, or in reverse mode the stacked per-step
 # states): measured on the heavy top, 2.2 against 4.6 us per RKMK4 step, and a reverse pass
@@ -576,7 +562,8 @@ def simulate(
     With ``throw=True`` an unsuccessful result (non-finite state, step-size underflow,
     ``max_steps``, Newton failure) raises: eagerly a :class:`SimulationError` naming the
     reason, step and time; under ``jit`` and ``vmap`` every returned array carries the error
-    (``equinox``'s runtime error with the reason), and the step and time go to stderr. A NaN
+    (``equinox``'s runtime error with the reason; ``throw=False`` and
+    :meth:`Solution.failure_message` give the step and time there). A NaN
     or Inf in the initial state, the times or ``SaveAt(ts)`` is refused before running where
     they are concrete, and fails at step 0 where they are traced.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
@@ -647,6 +634,6 @@ def simulate(
         if _concrete_float(failed) is not None:  # eager: one line naming step, time and reason
             if bool(failed):
                 raise SimulationError(Solution(ts, states, stats, result, model.body_names).failure_message())
-        else:  # traced: the line goes to stderr, and every returned array carries the error
+        else:  # traced: every returned array carries the error (eqx.error_if)
             ts, states = result.error_if((ts, states), failed)
     return Solution(ts, states, stats, result, model.body_names)

@@ -33,6 +33,12 @@ def test_list(capsys):
     out = capsys.readouterr().out
     for name in ("heavy-top", "torque-free", "rkmk4", "gen-alpha", "backward-euler", "dqvi"):
         assert name in out
+    # each model lists exactly the solvers that take it (the solvers' own rule)
+    lines = out.splitlines()
+    crank = lines[[i for i, line in enumerate(lines) if line.split()[:1] == ["slider-crank"]][0] + 1]
+    top = lines[[i for i, line in enumerate(lines) if line.split()[:1] == ["heavy-top"]][0] + 1]
+    assert crank.split("solvers:")[1].split(", ") == [" gen-alpha", "backward-euler"]
+    assert top.split("solvers:")[1].split(", ") == [" rkmk4", "dopri5", "gen-alpha", "backward-euler", "dqvi"]
 
 
 def test_simulate_writes_npz_and_png(tmp_path, capsys):
