@@ -19,6 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 from .body import RigidBody, _concrete
 from .forces import AbstractForce, gravity_forces
 from .lie import cross
+from .lie.ops import mv
 
 
 FORMULATIONS = ("so3xr3", "se3", "ulvc")
@@ -162,7 +163,7 @@ class Model(eqx.Module):
         body angular velocity, with a pinned body's COM velocity ``R0 (omega0 x com)``."""
         r, R, v, w = self.r0, self.R0, self.v0, self.omega0
         if self.pinned.size:
-            spun = jnp.sum(R * cross(w, self.bodies.com)[:, None, :], axis=-1)
+            spun = mv(R, cross(w, self.bodies.com))
             v = jnp.where(jnp.asarray(self.fixed_origin)[:, None], spun, v)
         return r, R, v, w
 
@@ -173,7 +174,7 @@ class Model(eqx.Module):
         rows = [] if self.constraints is None else [self.constraints.residual(t, origins, R)]
         idx = self.pinned
         if idx.size:
-            pivots = self.r0[idx] - jnp.sum(self.R0[idx] * self.bodies.com[idx][:, None, :], axis=-1)
+            pivots = self.r0[idx] - mv(self.R0[idx], self.bodies.com[idx])
             rows.append((origins[idx] - pivots).reshape(-1))
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), origins.dtype)
 
@@ -185,6 +186,5 @@ class Model(eqx.Module):
         with ``(f, tau)`` from :meth:`applied_forces` at ``(t, r, R, v, omega)``."""
         f, tau = self.applied_forces(t, r, R, v, omega)
         J = self.bodies.inertia
-        Jw = jnp.sum(J * omega[:, None, :], axis=-1)  # broadcast-and-sum: fuses, unlike tiny dots
-        ang = jnp.sum(J * angular_acceleration[:, None, :], axis=-1) + cross(omega, Jw) - tau
+        ang = mv(J, angular_acceleration) + cross(omega, mv(J, omega)) - tau
         return self.bodies.mass[:, None] * acceleration - f, ang

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..lie.ops import mv
 from .formulations import AbstractFormulation
 
 
@@ -28,7 +29,7 @@ def psi(model, form: AbstractFormulation, t, r, rot) -> Float[Array, " m"]:
     """All position-level rows: ``Phi`` of the model, then the formulation's rows."""
     R = form.rotation(rot)
     com = jnp.asarray(model.bodies.com, r.dtype)
-    origin = r - jnp.sum(R * com[:, None, :], axis=-1)  # R com, fusible (no tiny dot)
+    origin = r - mv(R, com)
     return jnp.concatenate([model.constraint_residual(t, origin, R), form.norm_rows(rot)])
 
 
