@@ -49,6 +49,14 @@ def load(model: str):
     return load_model(model)
 
 
+def default_solvers() -> dict[str, object]:
+    """``{cli-name: solver}`` with the command line's defaults (the keys of :data:`SOLVERS`)."""
+    import difflie as dl
+
+    return {"rkmk4": dl.RKMK4(), "dopri5": dl.Dopri5(), "gen-alpha": dl.GeneralizedAlpha(rho_inf=0.9),
+            "backward-euler": dl.BackwardEuler(), "dqvi": dl.DQVI()}  # fmt: skip
+
+
 def make_solver(args, model):
     import difflie as dl
 
@@ -59,18 +67,12 @@ def make_solver(args, model):
     if args.formulation is not None and name != "backward-euler":
         raise CliError("--formulation applies to --solver backward-euler only")
     controller = dl.ConstantStepSize()
-    if name == "rkmk4":
-        solver = dl.RKMK4()
-    elif name == "dopri5":
-        solver = dl.Dopri5()
+    solver = default_solvers()[name]
+    if name == "dopri5":
         rtol = 1e-6 if args.rtol is None else args.rtol
         controller = dl.PIDController(rtol=rtol, atol=rtol if args.atol is None else args.atol)
-    elif name == "gen-alpha":
-        solver = dl.GeneralizedAlpha(rho_inf=0.9)
     elif name == "backward-euler":
         solver = dl.BackwardEuler(formulation=args.formulation or "rA")
-    else:
-        solver = dl.DQVI()
     try:
         solver.check_model(model)  # the solver's own rule, before anything is compiled
     except ValueError as e:
@@ -167,12 +169,8 @@ def _atomic_write(path: str, write) -> None:
 
 def accepting_solvers(model) -> list[str]:
     """The solvers whose own rule (``check_model``) takes ``model``."""
-    import difflie as dl
-
-    default = {"rkmk4": dl.RKMK4(), "dopri5": dl.Dopri5(), "gen-alpha": dl.GeneralizedAlpha(),
-               "backward-euler": dl.BackwardEuler(), "dqvi": dl.DQVI()}  # fmt: skip
     names = []
-    for name, solver in default.items():
+    for name, solver in default_solvers().items():
         try:
             solver.check_model(model)
             names.append(name)

@@ -23,6 +23,7 @@ from jaxtyping import Array, Float
 from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation
 from .kinematics import assemble, project_velocity
+from .lie.ops import mtv
 from .numerics import linear
 
 
@@ -34,7 +35,7 @@ def dynamics_residual(model, form: AbstractFormulation, t, r, rot, rdot, rate, a
     omega = form.omega(rot, rate)
     omega_dot = form.omega_dot(rot, rate, rate_dot)
     rows_r, euler = model.newton_euler(t, r, R, rdot, omega, rddot, omega_dot)
-    rows_rot = jnp.sum(form.W(rot) * euler[:, :, None], axis=-2)
+    rows_rot = mtv(form.W(rot), euler)
     return jac.join(rows_r, rows_rot)
 
 
