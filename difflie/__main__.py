@@ -1,17 +1,22 @@
 """Command line: ``python -m difflie simulate MODEL ...`` and ``python -m difflie list``.
 
-Bad input prints one line on stderr and exits with status 2 (1 for a failed simulation), with
-no traceback and no partial output file.
+Bad input prints one line on stderr and exits with status 2 (1 for a failed simulation, 130
+for an interrupt), with no traceback and no partial output file. Everything that can be checked
+before the run is: the options, the output paths, the model file and the memory the run needs.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import os
+import re
 import sys
 import tempfile
+import threading
 import time
+import warnings
 
 SOLVERS = {
     "rkmk4": "explicit Runge-Kutta-Munthe-Kaas, order 4, fixed step",
@@ -22,8 +27,19 @@ SOLVERS = {
 }
 
 
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
 class CliError(Exception):
     """An error reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (not the usage text too)."""
+
+    def error(self, message):
+        print(f"difflie: error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def builtin_models() -> dict[str, object]:
@@ -37,16 +53,19 @@ def builtin_models() -> dict[str, object]:
     }
 
 
-def load(model: str):
+def load(args):
     from .io import load_model
 
     table = builtin_models()
-    key = model.replace("_", "-")
+    key = args.model.replace("_", "-")
+    given = {k: v for k, v in (("default_mass", args.mass), ("default_inertia", args.inertia)) if v is not None}
     if key in table:
+        if given:
+            raise CliError("--mass and --inertia apply to model files only")
         return table[key]()
-    if not os.path.exists(model):
-        raise CliError(f"no model file or built-in model named {model!r} (see `python -m difflie list`)")
-    return load_model(model)
+    if not os.path.exists(args.model):
+        raise CliError(f"no model file or built-in model named {args.model!r} (see `python -m difflie list`)")
+    return load_model(args.model, **given)
 
 
 def default_solvers() -> dict[str, object]:
@@ -80,45 +99,130 @@ def make_solver(args, model):
     return name, solver, controller
 
 
+def check_options(args) -> None:
+    if args.dt is not None and not (args.dt > 0 and math.isfinite(args.dt)):
+        raise CliError(f"--dt must be a positive finite number, got {args.dt}")
+    if not (args.t1 > 0 and math.isfinite(args.t1)):
+        raise CliError(f"--t1 must be a positive finite number, got {args.t1}")
+    for flag in ("rtol", "atol", "mass"):
+        value = getattr(args, flag)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise CliError(f"--{flag} must be a positive finite number, got {value}")
+    check_output(args.out, "--out", ("npz",))
+    check_output(args.plot, "--plot", PLOT_FORMATS)
+
+
+def check_output(path: str | None, flag: str, formats: tuple[str, ...]) -> None:
+    """Refuse an output path that cannot be written, before any work: a directory, a missing or
+    unwritable directory, an unsupported extension."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise CliError(f"{flag} {path}: is a directory")
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in formats:
+        raise CliError(f"{flag} {path}: unsupported file type {ext or '(none)'!r}; use {', '.join('.' + f for f in formats)}")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"cannot write {path}: no such directory")
+    try:  # the one reliable test of a writable place (root ignores the mode bits)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".difflie-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise CliError(f"cannot write {path}: {err.strerror}") from None
+
+
+def memory_size(text: str) -> float:
+    """``"8G"``, ``"512M"``, ``"2e9"``: bytes (K, M, G, T are powers of 1024)."""
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kKmMgGtT]?)i?[bB]?\s*", text)
+    try:
+        value = float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " ") if m else math.nan
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a size such as 8G, 512M or 2e9 bytes, got {text!r}")
+    return value
+
+
+def available_memory() -> float | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (None where there is none)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(needed: float, limit: float | None) -> None:
+    """Refuse a run whose arrays exceed ``limit`` (``--max-memory``, else the available memory)."""
+    limit = available_memory() if limit is None else limit
+    if limit is not None and needed > limit:
+        raise CliError(
+            f"the run needs at least {needed / 2**30:.3g} GiB for its saved states and time grid, more than "
+            f"the {limit / 2**30:.3g} GiB available; use a larger --dt or a shorter --t1, or raise the limit with --max-memory"
+        )
+
+
+def run_interruptibly(fn):
+    """``fn()`` in a worker thread: the main thread waits in short slices, so a Ctrl-C is handled
+    at once even while a compiled XLA computation (which cannot be interrupted) runs."""
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+            outcome["error"] = err
+
+    worker = threading.Thread(target=target, name="difflie-run", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def run(args) -> int:
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     from . import diagnostics, xla
-    from .simulate import SaveAt, simulate
+    from .simulate import SaveAt, fixed_step_count, memory_estimate, simulate
 
-    if args.dt is not None and not args.dt > 0:
-        raise CliError(f"--dt must be positive, got {args.dt}")
-    if not args.t1 > 0:
-        raise CliError(f"--t1 must be positive, got {args.t1}")
-    for flag in ("rtol", "atol"):
-        value = getattr(args, flag)
-        if value is not None and not value > 0:
-            raise CliError(f"--{flag} must be positive, got {value}")
-    for path in (args.out, args.plot):
-        if path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise CliError(f"cannot write {path}: no such directory")
-    model = load(args.model)
+    check_options(args)
+    model = load(args)
     name, solver, controller = make_solver(args, model)
     dt = 1e-3 if args.dt is None else args.dt
-    n_steps = int(round(args.t1 / dt))
+    adaptive = hasattr(controller, "rtol")
+    n_steps = fixed_step_count(0.0, args.t1, dt)
+    max_steps = max(100_000, 10 * n_steps) if adaptive else n_steps
     saveat = SaveAt(steps=True)
+    # twice the library's figure: the saved states are copied to the host, then the finite ones kept
+    check_memory(2 * memory_estimate(model, saveat, max_steps if adaptive else n_steps, adaptive), args.max_memory)
 
     show = sys.stderr.isatty() if args.progress is None else args.progress
 
     def go(m):
         return simulate(m, solver, 0.0, args.t1, dt, saveat=saveat, stepsize_controller=controller,
-                        max_steps=max(100_000, 10 * n_steps), throw=False, progress=True if show else None)  # fmt: skip
+                        max_steps=max_steps, throw=False, progress=True if show else None)  # fmt: skip
 
-    print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, "
-          + (f"rtol = {controller.rtol}" if hasattr(controller, "rtol") else f"dt = {dt} ({n_steps} steps)"),
-          file=sys.stderr)  # fmt: skip
-    t_start = time.perf_counter()
-    compiled = xla.jit(go).lower(model).compile()
-    t_compiled = time.perf_counter()
-    sol = jax.block_until_ready(compiled(model))
-    t_done = time.perf_counter()
+    step = f"rtol = {controller.rtol}" if adaptive else f"dt = {args.t1 / n_steps:.6g} ({n_steps} step{'s' * (n_steps > 1)})"
+    print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, {step}", file=sys.stderr)
+
+    def compile_and_run():
+        t_start = time.perf_counter()
+        compiled = xla.jit(go).lower(model).compile()
+        t_compiled = time.perf_counter()
+        sol = jax.block_until_ready(compiled(model))
+        return sol, t_compiled - t_start, time.perf_counter() - t_compiled
+
+    sol, t_compile, t_run = run_interruptibly(compile_and_run)
     from .results import RESULTS
 
     if sol.result != RESULTS.successful:
@@ -134,8 +238,7 @@ def run(args) -> int:
     print(
         f"steps {int(s.steps)}, rejected {int(s.rejected_steps)}, evaluations {int(s.evaluations)}, "
         f"Newton iterations {int(s.newton_iterations)}, relative energy drift {drift:.3e}, "
-        f"max constraint residual {residual:.3e}, compile {t_compiled - t_start:.2f} s, "
-        f"run {t_done - t_compiled:.3f} s"
+        f"max constraint residual {residual:.3e}, compile {t_compile:.2f} s, run {t_run:.3f} s"
     )
     if args.out is not None:
         arrays = dict(
@@ -149,16 +252,21 @@ def run(args) -> int:
         from .plot import summary_figure
 
         fig = summary_figure(sol, model)
-        _atomic_write(args.plot, lambda f: fig.savefig(f, dpi=110, format="png"))
+        fmt = os.path.splitext(args.plot)[1].lower().lstrip(".")
+        _atomic_write(args.plot, lambda f: fig.savefig(f, dpi=110, format=fmt))
         print(f"wrote {args.plot}")
     return 0
 
 
 def _atomic_write(path: str, write) -> None:
-    """Write through a temporary file in the same directory, so no partial file is left."""
+    """Write through a temporary file in the same directory, so no partial file is left (an
+    interrupt included); the file gets the mode the umask gives a new file."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".difflie-", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
@@ -192,7 +300,7 @@ def list_all() -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m difflie", description="Simulate rigid and multibody systems.")
+    p = _Parser(prog="python -m difflie", description="Simulate rigid and multibody systems.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("simulate", help="simulate a model file or a built-in model")
     s.add_argument("model", help="model file (.json, .mdl) or built-in name (see `list`)")
@@ -203,7 +311,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--rtol", type=float)
     s.add_argument("--atol", type=float, help="defaults to --rtol")
     s.add_argument("--out", help="write the trajectory to FILE.npz")
-    s.add_argument("--plot", help="write a summary figure to FILE.png")
+    s.add_argument("--plot", help="write a summary figure to FILE.png (.pdf, .svg)")
+    s.add_argument("--mass", type=float, help="mass of every body the model file gives none (the C1/C2 files)")
+    s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
+    s.add_argument("--max-memory", type=memory_size, metavar="SIZE",
+                   help="refuse runs needing more (e.g. 16G); default: the available memory")  # fmt: skip
     s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64)")
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")  # fmt: skip
@@ -211,9 +323,30 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def inertia(text: str) -> list[float]:
+    """``--inertia``: one moment (a sphere-like body) or three principal moments."""
     try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 3):
+        raise argparse.ArgumentTypeError(f"expected J or J1,J2,J3, got {text!r}")
+    return values * 3 if len(values) == 1 else values
+
+
+def _warn(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"difflie: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    with warnings.catch_warnings():
+        warnings.showwarning = _warn  # one line each, no source line
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = parser().parse_args(argv)
         if args.command == "list":
             return list_all()
         if not args.float32:  # this process is the user's program: float64 by default
@@ -221,14 +354,22 @@ def main(argv: list[str] | None = None) -> int:
 
             jax.config.update("jax_enable_x64", True)
         return run(args)
-    except (CliError, ValueError, FileNotFoundError, KeyError, TypeError) as e:
+    except KeyboardInterrupt:
+        print("difflie: interrupted", file=sys.stderr)
+        return 130
+    except (CliError, ValueError, OSError, KeyError, TypeError) as e:
         print(f"difflie: error: {e}".splitlines()[0] if str(e) else f"difflie: error: {type(e).__name__}", file=sys.stderr)
         return 2
-    except Exception as e:  # an error raised inside the compiled run (eqx.error_if)
+    except Exception as e:  # noqa: BLE001 - an error of the run itself: one line, never a traceback
         message = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
         print(f"difflie: error: {message}", file=sys.stderr)
         return 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code == 130:  # interrupted: end now, without waiting for a compiled run still in its thread
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

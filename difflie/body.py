@@ -20,13 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-
-def _concrete(x) -> np.ndarray | None:
-    """``x`` as a numpy array when it is known at trace time, else None."""
-    try:
-        return np.asarray(x)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
+from .xla import concrete
 
 
 def _label(names: tuple[str, ...] | None, i: int) -> str:
@@ -38,7 +32,7 @@ def check_bodies(mass, inertia, com, names: tuple[str, ...] | None = None) -> No
 
     Traced values are not checked (they cannot be inspected).
     """
-    m, J, c = _concrete(mass), _concrete(inertia), _concrete(com)
+    m, J, c = concrete(mass), concrete(inertia), concrete(com)
     if m is None or J is None or c is None:
         return
     if m.ndim != 1 or J.shape != m.shape + (3, 3) or c.shape != m.shape + (3,):
@@ -94,6 +88,11 @@ class RigidBody(eqx.Module):
             com = None if com is None else jnp.asarray(com)[None]
         inertia = jnp.asarray(inertia)
         dtype = jnp.result_type(mass, inertia)
+        if not jnp.issubdtype(dtype, jnp.floating):  # integer masses: the default float
+            dtype = jnp.result_type(dtype, float)
+        if jnp.finfo(dtype).bits < 32:
+            raise ValueError(f"RigidBody: {jnp.dtype(dtype).name} is not supported (too few digits for the "
+                             "solvers' tolerances and no linear algebra); use float32 or float64")  # fmt: skip
         self.mass = mass.astype(dtype)
         self.inertia = inertia.astype(dtype)
         self.com = jnp.zeros(mass.shape + (3,), dtype) if com is None else jnp.asarray(com).astype(dtype)

@@ -59,26 +59,67 @@ class ExpressionError(ValueError):
     """A driver string that is not a valid expression of ``t``."""
 
 
-def _compile(node: ast.AST, source: str) -> Callable:
-    """Turn a whitelisted AST node into a closure ``t -> value``."""
+MAX_DEPTH = 100  # nesting of the expression tree (a driver needs about 10)
+
+
+def _depth(tree: ast.AST) -> int:
+    """Nesting depth of ``tree``, without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _fold(node: ast.AST, source: str, op, *values) -> float:
+    """``op(*values)`` of constant operands, evaluated now: a real, finite float or an
+    :class:`ExpressionError` naming the sub-expression."""
+    where = f"{_short(ast.unparse(node))!r} in {_short(source)!r}"
+    try:
+        value = op(*values)
+    except (ArithmeticError, ValueError) as err:
+        raise ExpressionError(f"cannot evaluate {where}: {err.args[-1] if err.args else type(err).__name__}") from None
+    if isinstance(value, complex):
+        raise ExpressionError(f"{where} is complex ({value}); drivers must be real")
+    if not math.isfinite(value):
+        raise ExpressionError(f"{where} evaluates to {value}")
+    return value
+
+
+def _compile(node: ast.AST, source: str) -> tuple[Callable, float | None]:
+    """Turn a whitelisted AST node into a closure ``t -> value``, and its value when it does
+    not depend on ``t`` (constant arithmetic is evaluated here, so that its errors are found
+    while the string is read)."""
     if isinstance(node, ast.Expression):
         return _compile(node.body, source)
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        value = float(node.value)
-        return lambda t: value
+        value = _fold(node, source, float, node.value)
+        return (lambda t: value), value
     if isinstance(node, ast.Name):
         if node.id == "t":
-            return lambda t: t
+            return (lambda t: t), None
         if node.id in _CONSTANTS:
             value = _CONSTANTS[node.id]
-            return lambda t: value
+            return (lambda t: value), value
         raise ExpressionError(f"unknown name {node.id!r} in {source!r} (allowed: t, pi, e)")
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        op, left, right = _BINARY[type(node.op)], _compile(node.left, source), _compile(node.right, source)
-        return lambda t: op(left(t), right(t))
+        op = _BINARY[type(node.op)]
+        (left, a), (right, b) = _compile(node.left, source), _compile(node.right, source)
+        if a is not None and b is not None:
+            value = _fold(node, source, op, a, b)
+            return (lambda t: value), value
+        return (lambda t: op(left(t), right(t))), None
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        op, operand = _UNARY[type(node.op)], _compile(node.operand, source)
-        return lambda t: op(operand(t))
+        op, (operand, a) = _UNARY[type(node.op)], _compile(node.operand, source)
+        if a is not None:
+            value = op(a)
+            return (lambda t: value), value
+        return (lambda t: op(operand(t))), None
     if isinstance(node, ast.Call):
         name = node.func.id if isinstance(node.func, ast.Name) else None
         if name is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
@@ -86,12 +127,12 @@ def _compile(node: ast.AST, source: str) -> Callable:
                 name = node.func.attr
         if name not in _FUNCTIONS or node.keywords:
             raise ExpressionError(f"function {ast.unparse(node.func)!r} not allowed in {source!r}")
-        fn, args = _FUNCTIONS[name], [_compile(a, source) for a in node.args]
-        return lambda t: fn(*(a(t) for a in args))
+        fn, args = _FUNCTIONS[name], [_compile(a, source)[0] for a in node.args]
+        return (lambda t: fn(*(a(t) for a in args))), None
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         if node.value.id in ("np", "numpy", "math") and node.attr in _CONSTANTS:
             value = _CONSTANTS[node.attr]
-            return lambda t: value
+            return (lambda t: value), value
     raise ExpressionError(f"unsupported syntax {ast.unparse(node)!r} in {source!r}")
 
 
@@ -103,9 +144,13 @@ def _parse(source: str) -> Callable:
         raise ExpressionError("expression longer than 2000 characters")
     try:
         tree = ast.parse(source.strip().replace("^", "**"), mode="eval")
-    except SyntaxError as err:
-        raise ExpressionError(f"cannot parse {source!r}: {err.msg}") from None
-    return _compile(tree, source)
+    except (SyntaxError, ValueError) as err:
+        raise ExpressionError(f"cannot parse {_short(source)!r}: {getattr(err, 'msg', err)}") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(f"cannot parse {_short(source)!r}: nested too deeply") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ExpressionError(f"expression {_short(source)!r} nested deeper than {MAX_DEPTH} levels")
+    return _compile(tree, source)[0]
 
 
 class Expression(eqx.Module):
@@ -121,7 +166,10 @@ class Expression(eqx.Module):
         t = jnp.asarray(t)
         if not jnp.issubdtype(t.dtype, jnp.floating):
             t = t.astype(float)
-        return jnp.asarray(_parse(self.source)(t), t.dtype) + jnp.zeros_like(t)
+        value = _parse(self.source)(t)
+        if jnp.iscomplexobj(value):
+            raise ExpressionError(f"{self.source!r} has a complex value; drivers must be real")
+        return jnp.asarray(value, t.dtype) + jnp.zeros_like(t)
 
     def is_constant(self) -> bool:
         """True when ``t`` does not appear (a scleronomic ``f``)."""

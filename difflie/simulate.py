@@ -34,6 +34,8 @@ class SaveAt(eqx.Module):
     steps: bool = eqx.field(static=True, default=False)
 
     def __check_init__(self):
+        if self.ts is not None and np.size(self.ts) == 0:
+            raise ValueError("SaveAt(ts): no save times given; pass at least one, or use t0/t1")
         if not (self.t0 or self.t1 or self.steps or self.ts is not None):
             raise ValueError("SaveAt: choose at least one of t0, t1, ts, steps")
         if self.steps and (self.t0 or self.t1 or self.ts is not None):
@@ -74,6 +76,9 @@ class PIDController(eqx.Module):
         rtol, atol = _concrete_float(self.rtol), _concrete_float(self.atol)
         if rtol == 0 and atol == 0:
             raise ValueError("PIDController: rtol and atol cannot both be zero")
+        dtmin, dtmax = _concrete_float(self.dtmin), _concrete_float(self.dtmax)
+        if dtmin is not None and dtmax is not None and dtmin > dtmax:
+            raise ValueError(f"PIDController: dtmin = {dtmin} exceeds dtmax = {dtmax}")
 
 
 class SimulationError(RuntimeError):
@@ -357,16 +362,45 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
     return jnp.concatenate(parts_t), states, stats, result
 
 
+MAX_STEPS = 2**31 - 1  # step indices are int32
+
+
+def fixed_step_count(t0: float, t1: float, dt: float) -> int:
+    """The number of fixed steps from ``t0`` to ``t1`` with steps of at most ``dt`` (shortened
+    evenly to end at ``t1``); ``ValueError`` when over :data:`MAX_STEPS`."""
+    if not dt > 0:
+        raise ValueError(f"simulate: dt must be positive, got {dt}")
+    n = (t1 - t0) / dt * (1 - 1e-12)
+    if not n <= MAX_STEPS:
+        raise ValueError(f"simulate: dt = {dt:g} from t0 = {t0:g} to t1 = {t1:g} makes {n:.3g} steps; at most {MAX_STEPS}")
+    return max(1, math.ceil(n))
+
+
+def memory_estimate(model, saveat: SaveAt, n_steps: int, adaptive: bool = False) -> int:
+    """Bytes a run allocates in proportion to its length, a lower bound to check before
+    compiling: the saved states (each field once, plus the copy that stacks them), and for
+    fixed steps the time grid (about 36 bytes a step). ``n_steps`` is the number of fixed
+    steps, or ``max_steps`` for an adaptive run (whose ``SaveAt(steps=True)`` buffer has
+    ``max_steps + 1`` slots)."""
+    leaves = [x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)]
+    item = jnp.result_type(*leaves).itemsize if leaves else 8
+    per_state = item * (1 + model.num_bodies * 18)  # t, position 3, rotation 9, velocity 3, omega 3
+    n_ts = 0 if saveat.ts is None else int(np.size(saveat.ts))
+    n_saves = n_steps + 1 if saveat.steps else n_ts + saveat.t0 + saveat.t1
+    if not adaptive and saveat.ts is not None:  # every step is observed, then the save times taken
+        n_saves += n_steps + 1
+    grid = 0 if adaptive else (n_steps + 1) * (3 * item + 4 + 8)  # grid, its two slices, indices, host fractions
+    return 2 * n_saves * per_state + grid
+
+
 def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]:
     """Step fractions in [0, 1] (uniform, plus the save times) and the save times' indices."""
     if n_steps is None:
         t0f, t1f, dtf = (_concrete_float(x) for x in (t0, t1, dt))
         if None in (t0f, t1f, dtf):
             raise ValueError("simulate: with fixed steps, t0, t1 and dt must be concrete, or pass n_steps")
-        if not dtf > 0:
-            raise ValueError(f"simulate: dt must be positive, got {dtf}")
-        n_steps = max(1, math.ceil((t1f - t0f) / dtf * (1 - 1e-12)))
-    if not (isinstance(n_steps, int) and n_steps >= 1):
+        n_steps = fixed_step_count(t0f, t1f, dtf)
+    if not (isinstance(n_steps, int) and 1 <= n_steps <= MAX_STEPS):
         raise ValueError(f"simulate: n_steps must be a positive int, got {n_steps!r}")
     fractions = np.arange(n_steps + 1) / n_steps
     if ts is None:
@@ -611,8 +645,11 @@ def simulate(
     if isinstance(stepsize_controller, PIDController):
         if not solver.adaptive:
             raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize")
-        if not (isinstance(max_steps, int) and max_steps >= 1):
-            raise ValueError(f"simulate: max_steps must be a positive int, got {max_steps!r}")
+        if not (isinstance(max_steps, int) and 1 <= max_steps <= MAX_STEPS):
+            raise ValueError(f"simulate: max_steps must be an int in [1, {MAX_STEPS}], got {max_steps!r}")
+        dt0 = _concrete_float(dt)
+        if dt0 is not None and not dt0 > 0:
+            raise ValueError(f"simulate: the initial step dt must be positive, got {dt0}")
         ts, states, stats, result = _adaptive(
             model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
             "checkpointed" if adjoint == "checkpointed" else "lax", progress,

@@ -28,11 +28,21 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 CPU_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
     "xla_cpu_use_fusion_emitters": False,
 }
+
+
+def concrete(x) -> np.ndarray | None:
+    """``x`` as a numpy array when its value is known at trace time, else None (a tracer):
+    the checks that run on concrete input and step aside under ``jit``/``vmap``/``grad``."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
 
 
 @functools.cache

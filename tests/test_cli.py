@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,7 +66,7 @@ def test_simulate_model_file_with_implicit_solver(tmp_path, capsys):
     "argv_tail, message",
     [
         (["nothing-like-this"], "no model file or built-in model"),
-        (["heavy-top", "--dt", "-1"], "--dt must be positive"),
+        (["heavy-top", "--dt", "-1"], "--dt must be a positive finite number, got -1.0"),
         (["heavy-top", "--solver", "rkmk4", "--formulation", "rA"], "--formulation applies"),
     ],
 )
@@ -154,3 +155,119 @@ def test_progress_bar_only_when_asked(capsys):
     assert main(["simulate", "heavy-top", "--t1", "0.05", "--progress"]) == 0
     err = capsys.readouterr().err
     assert "100.0 %" in err and "t = 0.05 / 0.05 s" in err
+
+
+# ---------------------------------------------------------------- hostile input: exit 2, one line
+
+
+def _err(capsys):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def _with(edit):
+    data = json.loads(json.dumps(PENDULUM))
+    data["constraints"] = [{"name": "d", "type": "D", "body_i": 1, "body_j": 0, "s_bar_p_i": [0, 0, 0],
+                            "s_bar_q_j": [0, 0, 0], "f": "1"}]  # fmt: skip
+    edit(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["constraints"][0].update(f="1/0 + t"), "$.constraints[0].f: cannot evaluate '1 / 0'"),
+        (lambda d: d["constraints"][0].update(f="9**9**9"), "$.constraints[0].f: cannot evaluate '9 ** 9 ** 9'"),
+        (lambda d: d["constraints"][0].update(f="7" * 400), "$.constraints[0].f: cannot evaluate '777"),
+        (lambda d: d["constraints"][0].update(f="-" * 1999 + "t"), "$.constraints[0].f: expression '---"),
+        (lambda d: d["constraints"][0].update(f="(-1)**0.5 + t"), "is complex"),
+        (lambda d: d["bodies"][1].update(inertia="heavy"), "$.bodies[1].inertia: expected numbers with shape (3, 3)"),
+        (lambda d: d["bodies"][1].update(inertia=[[1, 0, 0], [0, 1]]), "$.bodies[1].inertia: expected shape (3, 3)"),
+        (lambda d: d["bodies"][1].update(id=[1]), "$.bodies[1].id: a body id must be an integer or a string"),
+        (lambda d: d["bodies"][1].update(omgea=[0, 0, 5]), "$.bodies[1].omgea: unknown key; did you mean 'omega'?"),
+        (lambda d: d["bodies"][1].update(mass=True), "$.bodies[1].mass: expected numbers with shape (), got True"),
+        (lambda d: d["bodies"][1].update(mass="1.0"), "$.bodies[1].mass: expected numbers with shape (), got '1.0'"),
+        (lambda d: d["bodies"][1].update(A=[[1, 0, 0], [0, 1, 0], [0, 0, -1]]), "$.bodies[1].A: not a rotation matrix (a reflection"),
+    ],
+)
+def test_hostile_model_files(tmp_path, capsys, edit, message):
+    path = write(tmp_path, "bad.json", _with(edit))
+    assert main(["simulate", path, "--t1", "0.01"]) == 2
+    assert message in _err(capsys)
+
+
+def test_unreadable_model_files(tmp_path, capsys):
+    assert main(["simulate", str(tmp_path)]) == 2
+    assert "is a directory, not a model file" in _err(capsys)
+    path = write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)
+    assert main(["simulate", path]) == 2
+    assert "deep.json: not valid JSON (nested too deeply)" in _err(capsys)
+
+
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
+        (["--t1", "inf"], "--t1 must be a positive finite number, got inf"),
+        (["--t1", "nan"], "--t1 must be a positive finite number, got nan"),
+        (["--dt", "5e-324"], "makes inf steps; at most 2147483647"),
+        (["--solver", "dopri5", "--dt", "1e-12", "--t1", "1000"], "makes 1e+15 steps"),
+        (["--rtol", "inf"], "--rtol must be a positive finite number"),
+        (["--t1", "abc"], "argument --t1: invalid float value: 'abc'"),
+        (["--max-memory", "12Q"], "expected a size such as 8G"),
+        (["--inertia", "1,2"], "expected J or J1,J2,J3"),
+        (["--mass", "2"], "--mass and --inertia apply to model files only"),
+        (["--plot", "x.gif"], "--plot x.gif: unsupported file type 'gif'; use .png, .pdf, .svg"),
+        (["--out", "x.txt"], "--out x.txt: unsupported file type 'txt'; use .npz"),
+        (["--out", "/sys/x.npz"], "cannot write /sys/x.npz: "),
+        (["--dt", "1e-7", "--t1", "10", "--max-memory", "1G"], "the run needs at least 63.3 GiB"),
+        (["--solver", "dopri5", "--t1", "5000", "--max-memory", "8G"], "the run needs at least 28.3 GiB"),
+    ],
+)
+def test_hostile_options(argv_tail, message, capsys):
+    try:
+        code = main(["simulate", "heavy-top", *argv_tail])
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code
+    assert code == 2
+    assert message in _err(capsys)
+
+
+def test_output_that_is_a_directory(tmp_path, capsys):
+    (tmp_path / "d.npz").mkdir()
+    assert main(["simulate", "heavy-top", "--out", str(tmp_path / "d.npz")]) == 2
+    assert "is a directory" in _err(capsys)
+
+
+def test_memory_sizes():
+    from difflie.__main__ import memory_size
+
+    assert memory_size("8G") == 8 * 2**30 and memory_size("512MiB") == 512 * 2**20 and memory_size("2e9") == 2e9
+
+
+@pytest.mark.parametrize("dt, steps", [("0.003", 4), ("1", 1)])
+def test_banner_announces_the_steps_run(dt, steps, capsys):
+    assert main(["simulate", "heavy-top", "--dt", dt, "--t1", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert f"({steps} step" in captured.err and f"steps {steps}," in captured.out
+
+
+def test_plot_format_follows_extension_and_files_respect_umask(tmp_path, capsys):
+    old = os.umask(0o027)
+    try:
+        out, pdf = tmp_path / "a.npz", tmp_path / "a.pdf"
+        assert main(["simulate", "heavy-top", "--t1", "0.005", "--out", str(out), "--plot", str(pdf)]) == 0
+    finally:
+        os.umask(old)
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert (out.stat().st_mode & 0o777) == (pdf.stat().st_mode & 0o777) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["a.npz", "a.pdf"]
+
+
+def test_paper_model_file_without_masses(capsys):
+    """The C1 files of Kissel, Taves & Negrut carry no masses: --mass and --inertia give them."""
+    path = str(Path(__file__).parent / "data" / "revJoint.mdl")
+    assert main(["simulate", path]) == 2
+    assert "(command line: --mass)" in _err(capsys)
+    assert main(["simulate", path, "--mass", "2", "--inertia", "0.5", "--t1", "0.003"]) == 0
+    assert "steps 3," in capsys.readouterr().out

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import ClassVar, TypeVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
 
 G = TypeVar("G", bound="AbstractLieGroup")
@@ -92,10 +94,31 @@ class AbstractLieGroup(eqx.Module):
 
     # -- shared ---------------------------------------------------------------------------------
 
-    def __matmul__(self: G, other: G) -> G:
-        if not isinstance(other, type(self)):
-            return NotImplemented
-        return self.compose(other)
+    def __matmul__(self, other):
+        """``g @ h`` is the product :meth:`compose`; ``g @ points`` (an array (..., 3)) is
+        :meth:`act`, body coordinates to world coordinates."""
+        if isinstance(other, type(self)):
+            return self.compose(other)
+        if isinstance(other, (jax.Array, np.ndarray)):
+            return self.act(other)
+        return NotImplemented
+
+    def interpolate(self: G, other: G, alpha: Float[ArrayLike, "*b"]) -> G:
+        """The geodesic ``self exp(alpha log(self^-1 other))``: ``self`` at ``alpha = 0``,
+        ``other`` at 1 (slerp for rotations, a screw motion on SE(3), rotation and translation
+        apart on SO(3)xR3)."""
+        alpha = jnp.asarray(alpha)
+        return self.rplus(alpha[..., None] * other.rminus(self))
+
+    def __repr__(self) -> str:
+        """The values (the shapes where they are traced, or more than 100 numbers)."""
+        fields = {f.name: _concrete(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        if any(a is None or a.size > 100 for a in fields.values()):
+            return super().__repr__()
+        options = dict(precision=6, suppress_small=True, separator=", ")
+        return f"{type(self).__name__}(" + ", ".join(
+            f"{k}={np.array2string(a, prefix=f'{type(self).__name__}({k}=', **options)}" for k, a in fields.items()
+        ) + ")"
 
     @property
     @abc.abstractmethod
@@ -118,6 +141,67 @@ def _uniform_quaternion(key: Array, batch_shape: tuple[int, ...], dtype) -> Arra
 
 def _uniform_translation(key: Array, batch_shape: tuple[int, ...], dtype) -> Array:
     return jax.random.uniform(key, batch_shape + (3,), dtype=dtype, minval=-1.0, maxval=1.0)
+
+
+def _concrete(x) -> np.ndarray | None:
+    """``x`` as a numpy array when it is known now; None for a traced value (left unchecked:
+    the fast path inside ``jit``)."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def _tolerance(a: np.ndarray) -> float:
+    eps = np.finfo(a.dtype).eps if np.issubdtype(a.dtype, np.floating) else np.finfo(float).eps
+    return max(1e-6, 1000 * float(eps))
+
+
+def check_rotation_matrix(m, where: str) -> None:
+    """Raise ``ValueError`` unless the concrete ``m`` (..., 3, 3) is a rotation to its dtype's
+    precision (``R^T R = I``, ``det R = +1``); traced values pass unchecked."""
+    a = _concrete(m)
+    if a is None:
+        return
+    if a.shape[-2:] != (3, 3):
+        raise ValueError(f"{where}: expected (..., 3, 3) matrices, got shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{where}: not a rotation matrix (non-finite entries)")
+    x = a.astype(np.float64)
+    err = float(np.abs(np.swapaxes(x, -1, -2) @ x - np.eye(3)).max(initial=0.0))
+    if err > _tolerance(a):
+        raise ValueError(f"{where}: not a rotation matrix (R^T R - I up to {err:.2e})")
+    if np.any(np.linalg.det(x) < 0):
+        raise ValueError(f"{where}: not a rotation matrix (a reflection, det R = -1)")
+
+
+def check_transform(m, where: str) -> None:
+    """``check_rotation_matrix`` for the rotation block of a concrete 4x4 homogeneous transform,
+    whose last row must be ``(0, 0, 0, 1)``; traced values pass unchecked."""
+    a = _concrete(m)
+    if a is None:
+        return
+    if a.shape[-2:] != (4, 4):
+        raise ValueError(f"{where}: expected (..., 4, 4) matrices, got shape {a.shape}")
+    if not np.all(a[..., 3, :] == np.array([0, 0, 0, 1], a.dtype)):
+        raise ValueError(f"{where}: not a homogeneous transform (last row must be 0, 0, 0, 1)")
+    if not np.all(np.isfinite(a[..., :3, 3])):
+        raise ValueError(f"{where}: non-finite translation")
+    check_rotation_matrix(a[..., :3, :3], where)
+
+
+def check_unit_quaternion(q, where: str) -> None:
+    """Raise ``ValueError`` unless the concrete ``q`` (..., 4) has unit norm to its dtype's
+    precision; traced values pass unchecked."""
+    a = _concrete(q)
+    if a is None:
+        return
+    if a.shape[-1:] != (4,):
+        raise ValueError(f"{where}: expected (..., 4) quaternions, got shape {a.shape}")
+    norm = np.linalg.norm(a.astype(np.float64), axis=-1)
+    if not np.all(np.abs(norm - 1) <= _tolerance(a)):
+        worst = norm.flat[np.argmax(np.where(np.isfinite(norm), np.abs(norm - 1), np.inf))]
+        raise ValueError(f"{where}: not a unit quaternion (norm {worst:.6g})")
 
 
 def _default_dtype(dtype):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation
+from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation, check_transform
 
 
 class AbstractPose(AbstractLieGroup):
@@ -45,6 +45,8 @@ class AbstractPose(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 4 4"]):
+        """From a 4x4 homogeneous transform, checked where concrete (as :meth:`SO3.from_matrix`)."""
+        check_transform(m, f"{cls.__name__}.from_matrix")
         m = jnp.asarray(m)
         return cls(m[..., :3, :3], m[..., :3, 3])
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation
+from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation, check_transform
 from .se3 import SE3
 
 
@@ -59,6 +59,8 @@ class UnitDualQuaternion(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 4 4"]) -> UnitDualQuaternion:
+        """From a 4x4 homogeneous transform, checked where concrete (as :meth:`SO3.from_matrix`)."""
+        check_transform(m, "UnitDualQuaternion.from_matrix")
         m = jnp.asarray(m)
         return cls.from_rotation_translation(m[..., :3, :3], m[..., :3, 3])
 

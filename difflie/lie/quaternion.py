@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion
+from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, check_rotation_matrix, check_unit_quaternion
 from .so3 import SO3
 
 
@@ -40,7 +40,17 @@ class UnitQuaternion(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 3 3"]) -> UnitQuaternion:
+        """From a rotation matrix, checked where concrete (as :meth:`SO3.from_matrix`)."""
+        check_rotation_matrix(m, "UnitQuaternion.from_matrix")
         return cls(_ops.matrix_to_quat(jnp.asarray(m)))
+
+    @classmethod
+    def from_wxyz(cls, q: Float[Array, "*b 4"]) -> UnitQuaternion:
+        """The checked constructor: ``ValueError`` for a concrete ``q`` whose norm is not 1
+        (``UnitQuaternion(q)`` takes any ``q`` as is, and ``log`` of a non-unit one is wrong;
+        :meth:`normalize` projects)."""
+        check_unit_quaternion(q, "UnitQuaternion.from_wxyz")
+        return cls(jnp.asarray(q))
 
     @classmethod
     def sample_uniform(cls, key: Array, batch_shape: tuple[int, ...] = (), dtype=None) -> UnitQuaternion:

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion
+from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, check_rotation_matrix
 
 
 class SO3(AbstractLieGroup):
@@ -38,6 +38,9 @@ class SO3(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 3 3"]) -> SO3:
+        """A rotation matrix; a concrete one is checked (``ValueError`` for a reflection, a
+        scaled or a non-orthogonal matrix), a traced one taken as is."""
+        check_rotation_matrix(m, "SO3.from_matrix")
         return cls(jnp.asarray(m))
 
     @classmethod

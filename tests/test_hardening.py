@@ -1,0 +1,256 @@
+"""Hostile inputs to the library: each is refused with a clear exception naming what and where,
+before any long work (the command line's side is in ``test_cli.py``)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import difflie as dl
+from difflie.expr import MAX_DEPTH, Expression, ExpressionError
+from difflie.io.model_file import ModelFileError, load_model
+from difflie.lie import SE3, SO3, UnitDualQuaternion, UnitQuaternion
+from difflie.simulate import MAX_STEPS, fixed_step_count, memory_estimate
+
+PENDULUM = {
+    "bodies": [
+        {"name": "ground", "id": 0},
+        {"name": "link", "id": 1, "r": [0, 1.0, 0], "A": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "mass": 1.0,
+         "inertia": [0.1, 0.1, 0.1]},
+    ],
+    "constraints": [{"name": "d", "type": "D", "body_i": 1, "body_j": 0, "s_bar_p_i": [0, 0, 0],
+                     "s_bar_q_j": [0, 0, 0], "f": "1"}],
+    "joints": [{"type": "revolute", "body_i": 1, "body_j": 0, "s_bar_i": [0, -1.0, 0], "axis_i": [1, 0, 0],
+                "s_bar_j": [0, 0, 0], "axis_j": [1, 0, 0]}],
+}  # fmt: skip
+
+
+def _file(tmp_path, edit=None, text=None):
+    data = json.loads(json.dumps(PENDULUM))
+    if edit is not None:
+        edit(data)
+    path = tmp_path / "m.json"
+    path.write_text(text if text is not None else json.dumps(data))
+    return path
+
+
+# ------------------------------------------------------------------------------- expressions
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("1/0 + t", r"cannot evaluate '1 / 0' in '1/0 \+ t': float division by zero"),
+        ("t + 5 % 0", r"cannot evaluate '5 % 0'"),
+        ("9**9**9 * t", r"cannot evaluate '9 \*\* 9 \*\* 9'"),
+        ("1" * 400, r"cannot evaluate '1111.*\.\.\.': int too large to convert to float"),
+        ("1e308 * 10 + t", r"'1e\+308 \* 10' in .* evaluates to inf"),
+        ("(-1)**0.5 + t", r"'\(-1\) \*\* 0\.5' in .* is complex .*drivers must be real"),
+        ("-" * 1999 + "t", f"nested deeper than {MAX_DEPTH} levels"),
+        ("sin(" * 110 + "t" + ")" * 110, f"nested deeper than {MAX_DEPTH} levels"),
+        ("1" * 5000, "longer than 2000 characters"),
+    ],
+)
+def test_expression_errors_are_found_when_read(source, message):
+    with pytest.raises(ExpressionError, match=message):
+        Expression(source)
+
+
+def test_constant_parts_are_evaluated_once_with_the_same_value():
+    e = Expression("2*pi*t + 1/4 - -(3**2)")
+    assert float(e(0.5)) == pytest.approx(np.pi + 0.25 + 9, rel=1e-15)
+    assert Expression("-" * 90 + "t")(2.0) == 2.0  # an even chain, within the depth bound
+
+
+# ------------------------------------------------------------------------------- model files
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(bodys=[]), r"\$\.bodys: unknown key; did you mean 'bodies'\?"),
+        (lambda d: d["bodies"][1].update(omgea=[0, 0, 1]), r"\$\.bodies\[1\]\.omgea: unknown key; did you mean 'omega'\?"),
+        (lambda d: d["constraints"][0].update(f_dott="0"), r"\$\.constraints\[0\]\.f_dott: unknown key; did you mean 'f_dot'\?"),
+        (lambda d: d["joints"][0].update(axis_k=[1, 0, 0]), r"\$\.joints\[0\]\.axis_k: unknown key; did you mean 'axis_j'\?"),
+        (lambda d: d["joints"][0].update(a_bar_i=[1, 0, 0]), r"\$\.joints\[0\]\.a_bar_i: unknown key; did you mean 's_bar_i'\?"),
+        (lambda d: d["bodies"][1].update(mass=True), r"\$\.bodies\[1\]\.mass: expected numbers with shape \(\), got True"),
+        (lambda d: d["bodies"][1].update(mass="2.0"), r"\$\.bodies\[1\]\.mass: expected numbers with shape \(\), got '2\.0'"),
+        (lambda d: d["bodies"][1].update(r=[0, "1", 0]), r"\$\.bodies\[1\]\.r: expected numbers with shape \(3,\)"),
+        (lambda d: d["bodies"][1].update(r=[0, 10**400, 0]), r"\$\.bodies\[1\]\.r: values must be finite"),
+        (lambda d: d["bodies"][1].update(inertia="0.1"), r"\$\.bodies\[1\]\.inertia: expected numbers with shape \(3, 3\), got '0\.1'"),
+        (lambda d: d["bodies"][1].update(inertia=[[1, 0, 0], [0, 1], [0, 0, 1]]),
+         r"\$\.bodies\[1\]\.inertia: expected shape \(3, 3\), got rows of different lengths"),
+        (lambda d: d["bodies"][1].update(id=[1]), r"\$\.bodies\[1\]\.id: a body id must be an integer or a string, got \[1\]"),
+        (lambda d: d["bodies"][1].update(id=True), r"\$\.bodies\[1\]\.id: a body id must be"),
+        (lambda d: d["joints"][0].update(body_j={"id": 0}), r"\$\.joints\[0\]\.body_j: a body id must be"),
+        (lambda d: d["bodies"][1].update(name=7), r"\$\.bodies\[1\]\.name: expected a string, got 7"),
+        (lambda d: d["constraints"][0].update(type=["D"]), r"\$\.constraints\[0\]\.type: expected one of"),
+        (lambda d: d["bodies"][1].update(A=[[1, 0, 0], [0, 1, 0], [0, 0, -1]]),
+         r"\$\.bodies\[1\]\.A: not a rotation matrix \(a reflection: det A = -1\)"),
+        (lambda d: d["constraints"][0].update(f="1/0 + t"), r"\$\.constraints\[0\]\.f: cannot evaluate '1 / 0'"),
+        (lambda d: d["constraints"][0].update(f="(-8)**(1/3)"), r"\$\.constraints\[0\]\.f: .* is complex"),
+    ],
+)
+def test_model_file_entries_are_checked(tmp_path, edit, message):
+    with pytest.raises(ModelFileError, match=message):
+        load_model(_file(tmp_path, edit), assemble=False)
+
+
+def test_unreadable_model_files(tmp_path):
+    with pytest.raises(ModelFileError, match="is a directory, not a model file"):
+        load_model(tmp_path)
+    with pytest.raises(ModelFileError, match=r"not valid JSON \(nested too deeply\)"):
+        load_model(_file(tmp_path, text="[" * 100_000 + "]" * 100_000))
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(ModelFileError, match=r"not valid JSON \(not UTF-8 text\)"):
+        load_model(path)
+
+
+def test_builtin_names_are_models_only():
+    for name in ("Model", "spherical", "nearest_rotation", "_builtin"):
+        with pytest.raises(ValueError, match=f"unknown model '{name}'"):
+            load_model(name)
+    assert load_model("heavy_top").num_bodies == 1
+
+
+def test_default_mass_and_inertia_fill_only_missing_bodies(tmp_path):
+    def drop_mass(d):
+        del d["bodies"][1]["mass"], d["bodies"][1]["inertia"]
+
+    with pytest.raises(ValueError, match=r"body 'link' has no mass .*\(command line: --mass\)"):
+        load_model(_file(tmp_path, drop_mass), assemble=False)
+    m = load_model(_file(tmp_path, drop_mass), assemble=False, default_mass=3.0, default_inertia=[1.0, 2.0, 2.5])
+    assert float(m.bodies.mass[0]) == 3.0
+    np.testing.assert_array_equal(m.bodies.inertia[0], np.diag([1.0, 2.0, 2.5]))
+    m = load_model(_file(tmp_path), assemble=False, default_mass=3.0, default_inertia=[1.0, 2.0, 2.5])
+    assert float(m.bodies.mass[0]) == 1.0  # the file's own value wins
+
+
+# ------------------------------------------------------------------------------- groups, bodies
+
+
+@pytest.mark.parametrize(
+    "matrix, message",
+    [
+        (np.diag([1.0, 1.0, -1.0]), r"a reflection, det R = -1"),
+        (np.zeros((3, 3)), r"R\^T R - I up to 1\.00e\+00"),
+        (2 * np.eye(3), r"R\^T R - I up to 3\.00e\+00"),
+        (np.full((3, 3), np.nan), "non-finite entries"),
+    ],
+)
+def test_rotation_constructors_check_concrete_matrices(matrix, message):
+    with pytest.raises(ValueError, match="SO3.from_matrix: not a rotation matrix.*" + message):
+        SO3.from_matrix(matrix)
+    with pytest.raises(ValueError, match="UnitQuaternion.from_matrix: not a rotation matrix"):
+        UnitQuaternion.from_matrix(matrix)
+    m = np.eye(4)
+    m[:3, :3] = matrix
+    for G in (SE3, UnitDualQuaternion):
+        with pytest.raises(ValueError, match=f"{G.__name__}.from_matrix: not a rotation matrix"):
+            G.from_matrix(m)
+
+
+def test_checked_constructors_pass_rotations_and_leave_traced_input_alone():
+    R = SO3.exp(jnp.array([0.3, -0.2, 1.1])).matrix
+    np.testing.assert_array_equal(SO3.from_matrix(R).matrix, R)
+    np.testing.assert_array_equal(SO3.from_matrix(R.astype(jnp.float32)).matrix, R.astype(jnp.float32))
+    # inside jit the input is not inspected (the fast path): 2 I goes through unchanged
+    np.testing.assert_array_equal(jax.jit(lambda m: SO3.from_matrix(m).matrix)(2 * jnp.eye(3)), 2 * jnp.eye(3))
+    bad_row = np.eye(4)
+    bad_row[3, 0] = 1.0
+    with pytest.raises(ValueError, match=r"SE3.from_matrix: not a homogeneous transform \(last row"):
+        SE3.from_matrix(bad_row)
+
+
+def test_unit_quaternion_checked_constructor():
+    with pytest.raises(ValueError, match=r"UnitQuaternion.from_wxyz: not a unit quaternion \(norm 1\.41421\)"):
+        UnitQuaternion.from_wxyz(jnp.array([1.0, 1.0, 0.0, 0.0]))
+    q = jnp.array([1.0, 1.0, 0.0, 0.0]) / jnp.sqrt(2.0)
+    np.testing.assert_allclose(UnitQuaternion.from_wxyz(q).log(), [np.pi / 2, 0, 0], atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_bodies_are_refused(dtype):
+    with pytest.raises(ValueError, match="is not supported .*use float32 or float64"):
+        dl.RigidBody(jnp.ones(1, dtype), jnp.eye(3, dtype=dtype)[None])
+
+
+def test_integer_masses_become_floats():
+    body = dl.RigidBody(np.array([2]), np.eye(3, dtype=int)[None])
+    assert jnp.issubdtype(body.mass.dtype, jnp.floating) and jnp.issubdtype(body.inertia.dtype, jnp.floating)
+
+
+# ------------------------------------------------------------------------------- simulate
+
+
+TOP = dl.models.heavy_top()
+
+
+def test_simulate_option_errors():
+    with pytest.raises(ValueError, match="SaveAt\\(ts\\): no save times given"):
+        dl.SaveAt(ts=[])
+    with pytest.raises(ValueError, match="PIDController: dtmin = 1.0 exceeds dtmax = 0.1"):
+        dl.PIDController(rtol=1e-6, atol=1e-6, dtmin=1.0, dtmax=0.1)
+    ctrl = dl.PIDController(rtol=1e-6, atol=1e-6)
+    for dt0 in (0.0, -1e-3):
+        with pytest.raises(ValueError, match=f"the initial step dt must be positive, got {dt0}"):
+            dl.simulate(TOP, dl.Dopri5(), 0.0, 0.1, dt0, stepsize_controller=ctrl)
+    with pytest.raises(ValueError, match="dt must be finite, got nan"):
+        dl.simulate(TOP, dl.Dopri5(), 0.0, 0.1, float("nan"), stepsize_controller=ctrl)
+    with pytest.raises(ValueError, match=f"makes inf steps; at most {MAX_STEPS}"):
+        dl.simulate(TOP, dl.RKMK4(), 0.0, 1.0, 5e-324)
+    with pytest.raises(ValueError, match=r"makes 1e\+15 steps"):
+        dl.simulate(TOP, dl.RKMK4(), 0.0, 1000.0, 1e-12)
+
+
+def test_fixed_step_count_is_the_steps_run():
+    assert fixed_step_count(0.0, 0.01, 0.003) == 4
+    assert fixed_step_count(0.0, 0.01, 1.0) == 1
+    assert fixed_step_count(0.0, 1.0, 1e-3) == 1000  # not 1001 from the rounding of 1 / 1e-3
+    sol = dl.simulate(TOP, dl.RKMK4(), 0.0, 0.01, 0.003, saveat=dl.SaveAt(steps=True))
+    assert int(sol.stats.steps) == 4 and sol.ts.shape == (5,)
+
+
+def test_memory_estimate_covers_the_saved_arrays():
+    n = 200
+    sol = dl.simulate(TOP, dl.RKMK4(), 0.0, 0.2, 1e-3, saveat=dl.SaveAt(steps=True))
+    saved = sol.ts.nbytes + sum(x.nbytes for x in jax.tree.leaves(sol.states))
+    estimate = memory_estimate(TOP, dl.SaveAt(steps=True), n)
+    assert 2 * saved <= estimate <= 2 * saved + 40 * (n + 1)
+    # the end state only: the time grid (tens of bytes a step) is what grows
+    assert 30 * 1e8 < memory_estimate(TOP, dl.SaveAt(t1=True), 10**8) < 40 * 1e8
+    # adaptive, every step: the max_steps + 1 slots of the buffer
+    assert memory_estimate(TOP, dl.SaveAt(steps=True), 10**6, adaptive=True) == 2 * (10**6 + 1) * 8 * 19
+
+
+# ------------------------------------------------------------------------------- interrupt
+
+
+def test_sigint_ends_a_run_at_once_with_one_line(tmp_path):
+    out = tmp_path / "x.npz"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "difflie", "simulate", "heavy-top", "--t1", "100", "--dt", "1e-4", "--out", str(out)],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        banner = proc.stderr.readline()
+        assert banner.startswith("difflie: heavy-top with rkmk4"), banner
+        time.sleep(1.0)  # compiling or running: both are interrupted at once
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        code = proc.wait(timeout=10)
+        elapsed = time.monotonic() - start
+    finally:
+        proc.kill()
+    assert code == 130 and rest == "difflie: interrupted\n", rest
+    assert elapsed < 2.0
+    assert os.listdir(tmp_path) == []  # no output, no temporary file
