@@ -1,6 +1,23 @@
-"""difflie: differentiable Lie-group integrators for rigid and multibody systems, in JAX."""
+"""difflie: differentiable Lie-group integrators for rigid and multibody systems, in JAX.
 
-from . import coords as coords, diagnostics as diagnostics, lie as lie, models as models, solvers as solvers, xla as xla
+The submodules that pull in optional or heavy dependencies (``plot``: matplotlib, ``identify``:
+optax, ``batch``, ``export``) are imported on first attribute access, so ``import difflie as dl``
+stays light and ``dl.plot``, ``dl.identify``, ... work without importing them first.
+"""
+
+import importlib
+
+from . import (
+    constraints as constraints,
+    coords as coords,
+    diagnostics as diagnostics,
+    forces as forces,
+    kinematics as kinematics,
+    lie as lie,
+    models as models,
+    solvers as solvers,
+    xla as xla,
+)
 from .body import RigidBody as RigidBody
 from .constraints import ConstraintSet as ConstraintSet
 from .io import ModelFileError as ModelFileError, load_model as load_model
@@ -12,6 +29,7 @@ from .lie import (
     UnitQuaternion as UnitQuaternion,
 )
 from .model import Model as Model
+from .joint_space import joint_coordinates as joint_coordinates, joint_velocities as joint_velocities
 from .simulate import (
     ConstantStepSize as ConstantStepSize,
     PIDController as PIDController,
@@ -27,3 +45,18 @@ from .solvers.rkmk import RK67 as RK67, RKMK4 as RKMK4, Bosh3 as Bosh3, Dopri5 a
 from .solvers.variational import DQVI as DQVI, SO3xR3Variational as SO3xR3Variational
 
 __version__ = "0.1.0"
+
+_LAZY_MODULES = ("batch", "export", "identify", "plot")
+_LAZY_NAMES = {"load_solution": "export", "save_solution": "export"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_MODULES) | set(_LAZY_NAMES))

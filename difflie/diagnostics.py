@@ -6,11 +6,16 @@ bodies) of a :class:`~difflie.simulate.Solution` and the model it came from.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .constraints import jacobians as jac
+from .constraints.formulations import get_formulation
+from .dae import dynamics_residual
 from .lie.ops import mv
+from .numerics import linear
 from .results import BodyState
 
 
@@ -51,3 +56,49 @@ def constraint_residual(model, ts: Float[Array, " n"], states: BodyState) -> Flo
     origins = states.position - mv(states.rotation, model.bodies.com)
     res = jax.vmap(model.constraint_residual)(ts, origins, states.rotation)
     return jnp.max(jnp.abs(res), axis=-1)
+
+
+def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
+    """Power the constraint forces put into the bodies at each saved state: the drivers' power.
+
+    With the DAE ``E(q, q_dot, a) + G^T lambda = 0`` (:mod:`difflie.dae`, rA), the energy obeys
+    ``dE/dt = -lambda^T G q_dot = -lambda^T nu`` with ``nu = -dPhi/dt``: zero for joints that do
+    not depend on time, the work rate of the drivers otherwise. ``lambda`` solves
+    ``[[M, G^T], [G, 0]] [a; lambda] = [-E(q, q_dot, 0); gamma]`` at each state.
+    """
+    if model.num_constraints == 0:
+        return jnp.zeros_like(ts)
+    return _driver_power(model, ts, states)
+
+
+@eqx.filter_jit
+def _driver_power(model, ts, states):
+    form = get_formulation("rA")
+
+    def one(t, r, R, v, w):
+        rot = form.from_rotation(R)
+        rate = form.rate(rot, w)
+        n = jac.num_coordinates(form, r.shape[0])
+        zero = jnp.zeros(n, r.dtype)
+
+        def E(a):
+            return dynamics_residual(model, form, t, r, rot, v, rate, a)
+
+        E0, M = E(zero), jax.jacfwd(E)(zero)
+        G = jac.jacobian(model, form, t, r, rot)
+        m = G.shape[0]
+        kkt = jnp.block([[M, G.T], [G, jnp.zeros((m, m), r.dtype)]])
+        rhs = jnp.concatenate([-E0, jac.gamma(model, form, t, r, rot, jac.join(v, rate))])
+        lam = linear.solve(kkt, rhs)[n:]
+        return -lam @ jac.nu(model, form, t, r, rot)
+
+    return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)
+
+
+def driver_work(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
+    """Work of the drivers since the first saved time, ``W(t) = int P dt`` (trapezoidal rule on
+    the saved times, :func:`driver_power`), so that ``E - E0 - W`` is the integrator's energy
+    error of a driven mechanism."""
+    P = driver_power(model, ts, states)
+    steps = 0.5 * (P[1:] + P[:-1]) * jnp.diff(ts)
+    return jnp.concatenate([jnp.zeros((1,), P.dtype), jnp.cumsum(steps)])

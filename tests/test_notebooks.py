@@ -31,6 +31,14 @@ def run_notebook(path, checks: str):
 
 
 CHECKS = {
+    "first_mechanism": (
+        "assert warned\n"
+        "assert max_residual < 1e-10, max_residual\n"
+        "assert ga_drift < 1e-3, ga_drift\n"
+        "assert be_loss > 10 * ga_drift, (be_loss, ga_drift)\n"
+        "assert solver_gap > 1e-3, solver_gap\n"
+        "assert reloaded\n"
+    ),
     "quickstart": (
         "assert energy_drift < 1e-6, energy_drift\n"
         "assert gradient_error < 1e-6, gradient_error\n"

@@ -5,6 +5,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 import difflie as dl  # noqa: E402
 from difflie import diagnostics, plot  # noqa: E402
@@ -37,18 +38,86 @@ def test_angular_momentum_about_pivot_vertical_component_conserved():
     assert np.linalg.norm(L[-1, :2] - L[0, :2]) > 1e-3 * np.linalg.norm(L[0])
 
 
-def test_figures(tmp_path):
-    plot.summary_figure(SOL, MODEL, path=tmp_path / "summary.png")
+def _labels(ax):
+    return [ax.get_xlabel(), ax.get_ylabel()] + ([ax.get_zlabel()] if hasattr(ax, "get_zlabel") else [])
+
+
+def _legend_outside(ax):
+    ax.figure.canvas.draw()
+    return ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_figures_have_units_and_legends_outside(tmp_path):
+    fig = plot.summary_figure(SOL, MODEL)
+    fig.savefig(tmp_path / "summary.png")
     assert (tmp_path / "summary.png").stat().st_size > 10_000
-    ax = plot.convergence([1e-3, 5e-4, 2.5e-4], {"RKMK4": [1.344e-4, 9.33e-6, 6.23e-7]})
+    ax = plot.convergence([1e-3, 5e-4, 2.5e-4], {"RKMK4": [1.344e-4, 9.33e-6, 6.23e-7]}, error_label="COM error [m]")
     assert "order 3.8" in ax.get_legend().get_texts()[0].get_text()
-    plot.work_precision({"a": ([1.0, 2.0], [1e-3, 1e-5])})
-    plot.invariants(SOL, MODEL)
+    axes = [*fig.axes, ax, plot.work_precision({"a": ([1.0, 2.0], [1e-3, 1e-5])}, error_label="error [m]"),
+            *plot.invariants(SOL, MODEL), plot.trajectory(SOL, quantity="angular_velocity")]  # fmt: skip
+    for a in axes:
+        assert all("[" in label and "]" in label for label in _labels(a)), _labels(a)
+        if a.get_legend() is not None:
+            assert _legend_outside(a), a.get_ylabel()
 
 
-def test_animation_html_and_gif(tmp_path):
+def test_residual_axis_stops_at_rounding_level():
+    ax = plot.constraint_residuals(SOL, MODEL)  # the pinned tip: residuals of exactly 0 occur
+    assert np.finfo(np.float64).eps / 4 < ax.get_ylim()[0] < np.finfo(np.float64).eps
+
+
+def test_driver_work_is_drawn_apart_from_the_drift():
+    """The driven pendulum (zero degrees of freedom, angle ``phi = pi/4 cos 2t`` from the
+    vertical) gains ``W(t) = E(t) - E(0)`` from its driver, with ``E = I phi'^2 / 2 - m g L cos
+    phi`` exactly; the driver work from the multipliers at backward Euler's states meets it to
+    the method's first-order error, and the figure draws it apart from the drift."""
+    model = dl.models.single_pendulum()
+    sol = dl.simulate(model, dl.BackwardEuler(), 0.0, 0.3, 2e-3, saveat=dl.SaveAt(steps=True))
+    t = np.asarray(sol.ts)
+    m, half = float(model.bodies.mass[0]), 2.0
+    I_hinge = float(model.bodies.inertia[0, 1, 1]) + m * half**2
+    phi, dphi = np.pi / 4 * np.cos(2 * t), -np.pi / 2 * np.sin(2 * t)
+    exact = 0.5 * I_hinge * dphi**2 - m * 9.81 * half * np.cos(phi)
+    W = np.asarray(diagnostics.driver_work(model, sol.ts, sol.states))
+    assert W[-1] > 20.0
+    assert np.max(np.abs(W - (exact - exact[0]))) < 0.01 * W[-1]
+    ax = plot.energy(sol, model)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["drift E - E0 - W", "driver work W"]
+    free = np.asarray(diagnostics.driver_work(MODEL, SOL.ts, SOL.states))  # pinned top: no driver
+    np.testing.assert_array_equal(free, 0.0)
+    assert plot.energy(SOL, MODEL).get_legend() is None
+
+
+def test_inertia_box_has_the_inertia():
+    R = np.asarray(dl.SO3.exp(jnp.array([0.3, -0.5, 0.9])).as_matrix())
+    m, sides = 3.0, np.array([0.2, 0.5, 1.1])
+    J = m / 12 * np.diag([sides[1] ** 2 + sides[2] ** 2, sides[0] ** 2 + sides[2] ** 2, sides[0] ** 2 + sides[1] ** 2])
+    corners = plot.inertia_box(m, R @ J @ R.T)
+    np.testing.assert_allclose(np.ptp(corners @ R, axis=0), sides, rtol=1e-12)
+    np.testing.assert_allclose(corners.mean(0), 0.0, atol=1e-15)
+
+
+def test_frame_draws_boxes_labels_and_the_pivot():
+    ax = plot.frame(SOL, MODEL, t=0.01)
+    assert ax.get_title() == "t = 0.010 s"
+    assert [t.get_text() for t in ax.texts] == ["top"] and len(ax.collections) == 1
+    assert all("[m]" in label for label in _labels(ax))
+    pivot = np.asarray(MODEL.r0[0] - MODEL.R0[0] @ MODEL.bodies.com[0])
+    dots = np.asarray([line for line in ax.lines if line.get_label() == "joints"][0].get_data_3d())
+    np.testing.assert_allclose(dots[:, 0], pivot, atol=1e-12)
+
+
+def test_animation_html_gif_and_missing_writer(tmp_path, monkeypatch):
+    from matplotlib import animation
+
     anim = plot.animate(SOL, MODEL, stride=5)
     html = anim.to_jshtml()
     assert "<img" in html or "animation" in html.lower()
-    anim.save(tmp_path / "top.gif", writer="pillow")
+    plot.save_animation(anim, tmp_path / "top.gif", fps=10)
     assert (tmp_path / "top.gif").stat().st_size > 1000
+    with pytest.raises(ValueError, match="write a .gif or an .mp4"):
+        plot.save_animation(anim, tmp_path / "top.avi")
+    monkeypatch.setattr(animation.writers, "is_available", lambda name: False)
+    with pytest.raises(RuntimeError, match="install ffmpeg"):
+        plot.save_animation(anim, tmp_path / "top.mp4")
+    assert not (tmp_path / "top.mp4").exists()

@@ -1,4 +1,5 @@
-"""Position-level constraints: basic DP1, DP2, D, CD (and a rank-safe angle driver), joints."""
+"""Position-level constraints: basic DP1, DP2, D, CD (and a rank-safe angle driver), joints
+in body axes, and the same joints and drivers from world-frame points and axes (``*_at``)."""
 
 from .basic import (
     GROUND as GROUND,
@@ -24,6 +25,19 @@ from .joints import (
     spherical as spherical,
     universal as universal,
 )
+from .world import (
+    connect as connect,
+    cylindrical_at as cylindrical_at,
+    fixed_at as fixed_at,
+    local_point as local_point,
+    local_vector as local_vector,
+    prismatic_at as prismatic_at,
+    revolute_at as revolute_at,
+    rotation_driver_at as rotation_driver_at,
+    spherical_at as spherical_at,
+    translation_driver_at as translation_driver_at,
+    universal_at as universal_at,
+)
 
 __all__ = [
     "GROUND",
@@ -32,18 +46,29 @@ __all__ = [
     "Driver",
     "angle",
     "cd",
+    "connect",
     "cylindrical",
+    "cylindrical_at",
     "d",
     "dp1",
     "dp1_swap",
     "dp2",
     "fixed",
+    "fixed_at",
+    "local_point",
+    "local_vector",
     "perpendicular1",
     "perpendicular2",
     "perpendicular_pair",
     "prismatic",
+    "prismatic_at",
     "revolute",
+    "revolute_at",
     "revolute_cylindrical",
+    "rotation_driver_at",
     "spherical",
+    "spherical_at",
+    "translation_driver_at",
     "universal",
+    "universal_at",
 ]
