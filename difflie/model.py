@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .body import RigidBody, _concrete
+from .body import RigidBody
+from .xla import concrete
 from .forces import AbstractForce, gravity_forces
 from .lie import cross
 from .lie.ops import mv
@@ -39,6 +40,9 @@ class Model(eqx.Module):
     ``formulation`` picks the equations of motion used by the explicit solvers: Newton-Euler
     on SO(3)xR3 (``"so3xr3"``, world COM velocity), on SE(3) (``"se3"``, body twist) or the
     unified local velocity coordinates (``"ulvc"``, with hexahedron half-sides ``ulvc_lengths``).
+    ``joints`` (optional) is the joint-space description of a robot read from a URDF or MJCF
+    file (:class:`difflie.joint_space.JointSpace`): joint names, kinds and frames, used by
+    :func:`difflie.joint_coordinates`; the dynamics never read it.
     """
 
     bodies: RigidBody
@@ -53,6 +57,7 @@ class Model(eqx.Module):
     body_names: tuple[str, ...] = eqx.field(static=True)
     fixed_origin: tuple[bool, ...] = eqx.field(static=True)
     formulation: str = eqx.field(static=True)
+    joints: Any = None  # joint-space metadata of a robot (difflie.joint_space.JointSpace)
 
     def __init__(
         self,
@@ -69,6 +74,7 @@ class Model(eqx.Module):
         fixed_origin: tuple[bool, ...] | bool = False,
         formulation: str = "so3xr3",
         ulvc_lengths: ArrayLike = 1.0,
+        joints: Any = None,
     ):
         if not isinstance(bodies, RigidBody):
             raise ValueError(f"Model: bodies must be a RigidBody, got {type(bodies).__name__}")
@@ -93,6 +99,7 @@ class Model(eqx.Module):
             fixed_origin = (bool(fixed_origin),) * nb
         self.fixed_origin = tuple(bool(f) for f in fixed_origin)
         self.formulation = formulation
+        self.joints = joints
         self._validate(nb)
 
     def _validate(self, nb: int) -> None:
@@ -108,14 +115,14 @@ class Model(eqx.Module):
             if not callable(f):
                 raise ValueError(f"Model: force element {f!r} is not callable")
         self.check_finite()
-        R = _concrete(self.R0)
+        R = concrete(self.R0)
         if R is not None:
             err = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-1, -2))
             det = np.linalg.det(R)
             for i in range(nb):
                 if not (err[i] < 1e-6 and det[i] > 0):
                     raise ValueError(f"Model: R0 of body {self.body_names[i]!r} is not a rotation matrix")
-        lengths = _concrete(self.ulvc_lengths)
+        lengths = concrete(self.ulvc_lengths)
         if lengths is not None and not np.all(lengths > 0):
             raise ValueError("Model: ulvc_lengths must be positive")
 
@@ -123,7 +130,7 @@ class Model(eqx.Module):
         """Raise ``ValueError`` naming the field and body of a NaN or Inf in the initial state
         (nothing is checked where the values are traced)."""
         for name in ("r0", "R0", "v0", "omega0"):
-            x = _concrete(getattr(self, name))
+            x = concrete(getattr(self, name))
             if x is None:
                 continue
             bad = ~np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)
@@ -134,6 +141,11 @@ class Model(eqx.Module):
     @property
     def num_bodies(self) -> int:
         return self.bodies.num_bodies
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """The movable joints of a robot model, in file order (``()`` without ``joints``)."""
+        return () if self.joints is None else tuple(self.joints.names)
 
     def applied_forces(
         self, t, r: Array, R: Array, rdot: Array, omega: Array
@@ -157,6 +169,26 @@ class Model(eqx.Module):
         """Rows of :meth:`constraint_residual`: the constraint set's, then 3 per pinned body."""
         own = 0 if self.constraints is None else self.constraints.num_constraints
         return own + 3 * self.pinned.size
+
+    @property
+    def row_bodies(self) -> np.ndarray:
+        """``(m, 2)`` bodies ``(i, j)`` of each row of :meth:`constraint_residual` (ground: -1;
+        static)."""
+        own = [] if self.constraints is None else list(self.constraints.row_bodies)
+        rows = own + [(int(i), -1) for i in self.pinned for _ in range(3)]
+        return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+
+    def coupling(self) -> np.ndarray | None:
+        """``(e, 2)`` pairs of bodies whose equations depend on each other's state (ground: -1;
+        static): the constraint rows' and the force elements' (:meth:`AbstractForce.coupling`).
+        ``None`` when a force element may couple any bodies."""
+        pairs = [self.row_bodies]
+        for element in self.forces:
+            c = element.coupling()
+            if c is None:
+                return None
+            pairs.append(np.asarray(c, dtype=np.int64).reshape(-1, 2))
+        return np.concatenate(pairs)
 
     def initial_state(self) -> tuple[Array, Array, Array, Array]:
         """``(r0, R0, v0, omega0)``: world COM, body-to-world rotation, world COM velocity and

@@ -20,11 +20,11 @@ LAYERS = [
     ["body", "forces", "constraints", "coords.chart", "coords.local", "coords.euler_angles", "coords.euler_parameters",
      "coords.rotation_matrix", "coords.rotation_vector", "coords.rodrigues", "coords.wiener_milenkovic"],
     ["model", "coords.absolute_model"],
-    ["kinematics", "eom", "diagnostics", "models", "io"],
-    ["dae"],
+    ["kinematics", "eom", "models", "io", "constraints.world", "joint_space"],
+    ["dae", "diagnostics"],
     ["solvers", "coords.lgt_alpha", "coords.lie_rk", "coords.diffrax_lgt"],
     ["simulate"],
-    ["batch", "identify", "plot", "__main__"],
+    ["batch", "identify", "plot", "export", "__main__"],
 ]  # fmt: skip
 
 

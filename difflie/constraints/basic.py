@@ -156,16 +156,24 @@ class _Stack(eqx.Module):
     vectors: Float[Array, "k nv 3"]
 
     def __call__(self, r_ext: Float[Array, "nb1 3"], R_ext: Float[Array, "nb1 3 3"], theta=None):
-        # Bodies are picked by one-hot products, not gathers: their transposes (reverse mode,
-        # Jacobians) stay dense products instead of slow scatters.
+        # Few bodies: picked by one-hot products, not gathers, whose transposes (reverse mode)
+        # stay dense products instead of slow scatters. Many: gathers, linear in the bodies.
         nb1, dtype = r_ext.shape[0], r_ext.dtype
-        Si = jax.nn.one_hot(self.body_i % nb1, nb1, dtype=dtype)
-        Sj = jax.nn.one_hot(self.body_j % nb1, nb1, dtype=dtype)
-        ri, rj = _select(Si, r_ext), _select(Sj, r_ext)
-        Ri, Rj = _select(Si, R_ext), _select(Sj, R_ext)
+        if nb1 * self.body_i.shape[0] <= _ONE_HOT_MAX:
+            Si = jax.nn.one_hot(self.body_i % nb1, nb1, dtype=dtype)
+            Sj = jax.nn.one_hot(self.body_j % nb1, nb1, dtype=dtype)
+            ri, rj = _select(Si, r_ext), _select(Sj, r_ext)
+            Ri, Rj = _select(Si, R_ext), _select(Sj, R_ext)
+        else:
+            i, j = self.body_i % nb1, self.body_j % nb1
+            ri, rj, Ri, Rj = r_ext[i], r_ext[j], R_ext[i], R_ext[j]
         if theta is None:
             return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors)
         return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors, theta)
+
+
+# Largest (rows x bodies) picked by one-hot products.
+_ONE_HOT_MAX = 1024
 
 
 def _select(onehot: Float[Array, "k nb1"], x: Float[Array, "nb1 ..."]) -> Float[Array, "k ..."]:

@@ -29,6 +29,7 @@ class ConstraintSet(eqx.Module):
     driver_rows: tuple[int, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
     kinds: tuple[str, ...] = eqx.field(static=True)
+    row_bodies: tuple[tuple[int, int], ...] = eqx.field(static=True)  # (body_i, body_j) per row
     num_bodies: int = eqx.field(static=True)
 
     def __init__(self, constraints: Sequence[BasicConstraint], num_bodies: int):
@@ -45,6 +46,7 @@ class ConstraintSet(eqx.Module):
                         f"{num_bodies} bodies (indices 0..{num_bodies - 1}, ground = {GROUND})"
                     )
         self.num_bodies = num_bodies
+        self.row_bodies = tuple((int(c.body_i), int(c.body_j)) for c in constraints)
         self.names = tuple(c.name or f"{c.kind}_{k}" for k, c in enumerate(constraints))
         kinds, stacks, stacked_rows = [], [], []
         for kind in KINDS:
@@ -116,9 +118,18 @@ class ConstraintSet(eqx.Module):
                 values.append(stack(r_ext, R_ext, theta))
             else:
                 values.append(stack(r_ext, R_ext))
-        perm = np.eye(self.num_constraints)[np.asarray(self.order)]  # constant permutation matrix
-        stacked = jnp.sum(jnp.asarray(perm, dtype) * jnp.concatenate(values), axis=1)  # fuses, unlike a dot
+        values = jnp.concatenate(values)
+        if self.num_constraints <= _SMALL:  # a constant permutation matrix: fuses, unlike a gather
+            perm = np.eye(self.num_constraints)[np.asarray(self.order)]
+            stacked = jnp.sum(jnp.asarray(perm, dtype) * values, axis=1)
+        else:  # O(m) instead of O(m^2)
+            stacked = values[np.asarray(self.order)]
         return stacked - self.f(t).astype(dtype)
+
+
+# Up to this many rows, permutations are products with constant 0/1 matrices (fast for small
+# systems on CPU); beyond, gathers (cost linear in the number of rows).
+_SMALL = 64
 
 
 class _Const(eqx.Module):

@@ -1,5 +1,6 @@
 """Built-in example models (functions whose physical parameters are keyword arguments)."""
 
+from .mechanisms import chain as chain, ladder as ladder, spider as spider
 from .planar import (
     double_pendulum as double_pendulum,
     four_link as four_link,

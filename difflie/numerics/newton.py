@@ -84,15 +84,18 @@ def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> 
     return value, jnp.concatenate(blocks, axis=1)
 
 
-def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any) -> PyTree:
+def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any, structure=None) -> PyTree:
     """``root`` (a root of ``fn(., args)`` found without derivatives) with the derivatives of the
-    root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp``; no cost in a forward run."""
+    root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp``; no cost in a forward run.
+    ``structure`` (a :class:`difflie.numerics.sparsity.Sparsity`): solve with ``J`` by blocks
+    instead of densely."""
     flat, unravel = ravel_pytree(jax.lax.stop_gradient(root))
 
     def flat_fn(x):
         return ravel_pytree(fn(unravel(x), args))[0]
 
-    return unravel(jax.lax.custom_root(flat_fn, flat, lambda f, x: x, linear.tangent_solve))
+    tangent_solve = linear.tangent_solve if structure is None else structure.tangent_solve
+    return unravel(jax.lax.custom_root(flat_fn, flat, lambda f, x: x, tangent_solve))
 
 
 def newton_solve(
@@ -104,6 +107,7 @@ def newton_solve(
     jac: Float[Array, "n n"] | None = None,
     inverse: Float[Array, "n n"] | None = None,
     scale: Float[Array, " n"] | None = None,
+    structure=None,
 ) -> NewtonSolution:
     """Solve ``fn(x, args) = 0`` from ``x0``; differentiable in ``args`` by the IFT.
 
@@ -111,7 +115,9 @@ def newton_solve(
     (optional, modified Newton only) is the iteration matrix to use instead of ``dF/dx(x0)``;
     it is not differentiated. ``inverse`` (optional, modified Newton only): the inverse of such a
     matrix (:func:`difflie.numerics.linear.inverse`), e.g. kept from an earlier step. ``scale``
-    (optional) weights the correction in the stopping test.
+    (optional) weights the correction in the stopping test. ``structure`` (optional, a
+    :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves): build and factor the
+    iteration matrix by blocks, for the iterations and the derivatives.
     """
     flat0, unravel = ravel_pytree(x0)
     n = flat0.shape[0]
@@ -131,10 +137,26 @@ def newton_solve(
     def value_and_matrix(x):
         return value_and_jacobian(lambda xt: ravel_pytree(fn(xt, args))[0], unravel(x))
 
+    def value_and_solver(x):
+        """``F(x)`` and ``b -> J(x)^{-1} b``."""
+        if structure is None:
+            fx, mat = value_and_matrix(x)
+            factors = linear.factor(mat)
+            return fx, lambda b: linear.solve_factored(factors, b)
+        leaves = jax.tree_util.tree_leaves(unravel(x))
+        treedef = jax.tree_util.tree_structure(x0)
+        fx, factors = structure.value_and_factors(
+            lambda parts: ravel_pytree(fn(jax.tree_util.tree_unflatten(treedef, list(parts)), args))[0],
+            [leaf.reshape(-1) for leaf in leaves],
+        )
+        return fx, lambda b: structure.solve(factors, b)
+
     def solve(f, x_init):
         # The first iteration takes F(x_init) from the forward pass that builds the matrix.
         if solver.modified and inverse is not None:
             f0, solve0 = f(x_init), lambda fx: inverse.astype(fx.dtype) @ fx
+        elif structure is not None and not (solver.modified and jac is not None):
+            f0, solve0 = value_and_solver(x_init)
         else:
             if solver.modified and jac is not None:
                 f0, mat0 = f(x_init), jac.astype(x_init.dtype)
@@ -162,8 +184,8 @@ def newton_solve(
             if solver.modified:
                 x, dnorm, excess, ok = update(x, f(x), solve0)
             else:
-                fx, mat = value_and_matrix(x)
-                x, dnorm, excess, ok = update(x, fx, lambda b: linear.solve(mat, b))
+                fx, solve_x = value_and_solver(x)
+                x, dnorm, excess, ok = update(x, fx, solve_x)
             return x, k + 1, dnorm, excess, ok
 
         x1, dnorm1, excess1, ok1 = update(x_init, f0, solve0)
@@ -172,7 +194,8 @@ def newton_solve(
         # Auxiliary outputs travel as floats: custom_root gives them float tangents.
         return x, jnp.stack([k.astype(x.dtype), dnorm, excess, ok.astype(x.dtype)])
 
-    x, aux = jax.lax.custom_root(flat_fn, flat0, solve, linear.tangent_solve, has_aux=True)
+    tangent_solve = linear.tangent_solve if structure is None else structure.tangent_solve
+    x, aux = jax.lax.custom_root(flat_fn, flat0, solve, tangent_solve, has_aux=True)
     aux = jax.lax.stop_gradient(aux)
     k, dnorm = aux[0].astype(jnp.int32), aux[1]
     converged = (aux[3] > 0) & (aux[2] < 0)

@@ -30,14 +30,15 @@ from typing import Any, ClassVar, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
 from .. import dae
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
-from ..numerics import linear
-from ..numerics.newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, no_grad, value_and_jacobian
+from ..numerics import linear, sparsity
+from ..numerics.newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, no_grad
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
 from .predictor import History
@@ -60,11 +61,11 @@ class BackwardEulerState(eqx.Module):
 
 class BackwardEulerSolverState(eqx.Module):
     """Carried between steps besides the state: the recent solutions that start Newton, and the
-    inverse of the kept iteration matrix with its age in steps and its step size
+    factors of the kept iteration matrix with its age in steps and its step size
     (``matrix_reuse > 1``)."""
 
     history: History | None
-    inverse: Float[Array, "k k"] | None
+    factors: linear.BlockFactors | None
     age: Int[Array, ""]
     dt: Float[Array, ""]
 
@@ -79,12 +80,15 @@ class BackwardEuler(AbstractSolver):
     ``"full"`` re-evaluates it every iteration. ``extrapolation``:
     degree of the polynomial through the last steps' accelerations and multipliers that starts
     Newton (:mod:`difflie.solvers.predictor`); ``0`` starts from the last values, as the paper's
-    codes do. ``matrix_reuse``: modified Newton keeps one iteration matrix (as its inverse) for
+    codes do. ``matrix_reuse``: modified Newton keeps one iteration matrix (its factors) for
     up to this many steps; ``1`` builds a new one every step, as the paper's codes. It is rebuilt
     sooner after a step that needed more than two iterations, when the step size or (re) the
     chart changes, and a step that does not converge on a kept matrix is solved again on a fresh
     one. The converged step meets the same tolerance either way, and derivatives (implicit
     function theorem) use the exact Jacobian at the solution, not the kept matrix.
+    ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology, built
+    from compressed derivatives and factored as block-tridiagonal with blocks of up to this many
+    unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix.
     """
 
     formulation: str = eqx.field(static=True, default="rA")
@@ -94,6 +98,7 @@ class BackwardEuler(AbstractSolver):
     newton: Literal["full", "modified"] = eqx.field(static=True, default="modified")
     extrapolation: int = eqx.field(static=True, default=3)
     matrix_reuse: int = eqx.field(static=True, default=30)
+    block_size: int | None = eqx.field(static=True, default=48)
 
     order: ClassVar[int] = 1
 
@@ -111,6 +116,18 @@ class BackwardEuler(AbstractSolver):
     @property
     def form(self) -> AbstractFormulation:
         return get_formulation(self.formulation)
+
+    def structure(self, model) -> sparsity.Sparsity:
+        """The iteration matrix's blocks: unknowns ``[a (all r, all rot), lambda]``, with the
+        rp normalisation rows carried by their bodies."""
+        nb, form = model.num_bodies, self.form
+        bodies = np.arange(nb)
+        rows = model.row_bodies
+        if form.normalization:
+            rows = np.concatenate([rows, np.stack([bodies, bodies], axis=1)])  # a body's own row
+        n_acc = nb * (3 + form.dim)
+        own = np.concatenate([np.repeat(bodies, 3), np.repeat(bodies, form.dim)])
+        return sparsity.block_structure(nb, model.coupling(), own, rows, (n_acc, rows.shape[0]), self.block_size)
 
     def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, Array | None]:
         """``(tol, weights)``: Newton stops when ``||weights * delta||_2 < tol``.
@@ -135,21 +152,24 @@ class BackwardEuler(AbstractSolver):
         y0 = BackwardEulerState(r, rot, rdot, rate, acc, lam)
         sol = jnp.concatenate([acc, lam])
         history = History.start(self.extrapolation, jnp.asarray(t0, r.dtype), sol) if self.extrapolation else None
-        k = sol.shape[0]
-        inverse = jnp.zeros((k, k), r.dtype) if self._keeps_matrix else None
+        factors = None
+        if self._keeps_matrix:
+            st = self.structure(model)
+            zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), r.dtype)
+            factors = linear.BlockFactors(zero, zero, zero)
         stale = jnp.array(self.matrix_reuse, jnp.int32)  # the first step builds its matrix
-        return y0, BackwardEulerSolverState(history, inverse, stale, jnp.zeros((), r.dtype))
+        return y0, BackwardEulerSolverState(history, factors, stale, jnp.zeros((), r.dtype))
 
     @property
     def _keeps_matrix(self) -> bool:
         return self.newton == "modified" and self.matrix_reuse > 1
 
     def _solve(self, model, t1, h, y0, x0, state: BackwardEulerSolverState):
-        """Newton on the step residual: ``(solution, inverse, fresh, iterations)``; the
+        """Newton on the step residual: ``(solution, factors, fresh, iterations)``; the
         solution's ``num_steps`` counts its last attempt, ``iterations`` also those of a failed
-        attempt on a kept matrix. A kept matrix is held as its inverse: one product per
-        iteration instead of two triangular solves."""
+        attempt on a kept matrix."""
         tol, weights = self._stopping_test(h, y0, x0)
+        st = self.structure(model)
         newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified")
         args = (model, t1, h, y0)
 
@@ -157,7 +177,7 @@ class BackwardEuler(AbstractSolver):
             return self.residual(a[0], a[1], a[2], a[3], x)
 
         if not self._keeps_matrix:
-            sol = newton_solve(residual, x0, args, newton, scale=weights)
+            sol = newton_solve(residual, x0, args, newton, scale=weights, structure=st)
             return sol, None, jnp.array(True), sol.num_steps
 
         # Modified Newton without derivatives, on the kept matrix unless it is stale; if that
@@ -169,33 +189,32 @@ class BackwardEuler(AbstractSolver):
         same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
         stale = (state.age >= self.matrix_reuse) | ~same_h
 
-        def fresh_inverse():
-            _, mat = value_and_jacobian(lambda x: ravel_pytree(residual(x, args_ng))[0], x0_ng)
-            return linear.inverse(linear.factor(mat))
+        def fresh_factors():
+            return st.value_and_factors(lambda parts: ravel_pytree(residual(parts, args_ng))[0], x0_ng)[1]
 
         def body(c):
             build = ~c["fresh"] & (stale | c["failed"])
-            inverse = jax.lax.cond(build, fresh_inverse, lambda: c["inverse"])
+            factors = jax.lax.cond(build, fresh_factors, lambda: c["factors"])
             x = jnp.where(build, flat0, c["x"])
-            delta = inverse @ ravel_pytree(residual(unravel(x), args_ng))[0]
+            delta = st.solve(factors, ravel_pytree(residual(unravel(x), args_ng))[0])
             x = x - delta
             dnorm = jnp.linalg.norm(delta if weights is None else weights * delta)
             k = jnp.where(build, 1, c["k"] + 1)
             failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_iterations) & (dnorm >= tol))
             fresh = c["fresh"] | build
-            return dict(x=x, inverse=inverse, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm)
+            return dict(x=x, factors=factors, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm)
 
         def cond(c):
             return (~(c["dnorm"] < tol) | c["failed"]) & ~(c["failed"] & c["fresh"])
 
         zero = jnp.array(0, jnp.int32)
-        init = dict(x=flat0, inverse=state.inverse, fresh=jnp.array(False), failed=jnp.array(False), k=zero, total=zero,
+        init = dict(x=flat0, factors=state.factors, fresh=jnp.array(False), failed=jnp.array(False), k=zero, total=zero,
                     dnorm=jnp.asarray(jnp.inf, flat0.dtype))  # fmt: skip
         out = jax.lax.while_loop(cond, body, init)
-        value = implicit_derivatives(residual, unravel(out["x"]), args)
+        value = implicit_derivatives(residual, unravel(out["x"]), args, st)
         result = RESULTS.where(out["failed"], RESULTS.newton_failed, RESULTS.successful)
         sol = NewtonSolution(value, out["k"], result, out["dnorm"])  # the last attempt
-        return sol, out["inverse"], out["fresh"], out["total"]
+        return sol, out["factors"], out["fresh"], out["total"]
 
     def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
         """The step residual in the unknowns ``x = (a, lambda)`` (written once; two arrays, so
@@ -218,7 +237,7 @@ class BackwardEuler(AbstractSolver):
         n = y0.acceleration.shape[0]
         guess = None if history is None else history.guess(t1)
         x0 = (y0.acceleration, y0.multipliers) if guess is None else (guess[:n], guess[n:])
-        sol, inverse, fresh, iterations = self._solve(model, t1, h, y0, x0, solver_state)
+        sol, factors, fresh, iterations = self._solve(model, t1, h, y0, x0, solver_state)
         nb = y0.position.shape[0]
         acc, lam = sol.value
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
@@ -233,7 +252,7 @@ class BackwardEuler(AbstractSolver):
             history = jax.lax.stop_gradient(history.push(t1, x1, rechart))  # only starts Newton
         age = jnp.where(fresh, 1, solver_state.age + 1)
         age = jnp.where(rechart | (sol.num_steps > 2), self.matrix_reuse, age).astype(jnp.int32)
-        state1 = BackwardEulerSolverState(history, inverse, age, jax.lax.stop_gradient(h))
+        state1 = BackwardEulerSolverState(history, factors, age, jax.lax.stop_gradient(h))
         finite = jnp.all(jnp.isfinite(acc)) & jnp.all(jnp.isfinite(lam))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
         stats = StepStats(evaluations=iterations, newton_iterations=iterations, residual=sol.correction_norm)

@@ -17,7 +17,8 @@ model's constraint rows (:meth:`difflie.Model.constraint_residual`, pinned point
 solver's velocities. The dynamic rows are scaled by ``s = beta h^2`` and the multipliers by ``1/s``
 (Bottasso), so the iteration matrix ``dF/d(dq, s lambda)`` — taken by ``jax.jacfwd`` of the one
 residual, so it contains ``T_exp``, the tangent stiffness and the constraint Hessian exactly — is
-O(1) for every ``h``. Gradients of a step come from the implicit-function theorem
+O(1) for every ``h``; it is built and factored by blocks along the mechanism's topology
+(:mod:`difflie.numerics.sparsity`). Gradients of a step come from the implicit-function theorem
 (:func:`difflie.numerics.newton.implicit_derivatives`), never from the Newton iterations.
 """
 
@@ -28,6 +29,7 @@ from typing import Any, ClassVar, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from .. import dae
@@ -35,8 +37,8 @@ from ..constraints.formulations import get_formulation
 from ..lie import hat
 from ..lie.ops import mm, mv
 from ..lie.ops import so3_exp_matrix
-from ..numerics import linear
-from ..numerics.newton import implicit_derivatives, no_grad, value_and_jacobian
+from ..numerics import linear, sparsity
+from ..numerics.newton import implicit_derivatives, no_grad
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
 from .predictor import History
@@ -68,10 +70,10 @@ class GeneralizedAlphaState(eqx.Module):
 
 
 class IterationMatrix(eqx.Module):
-    """Factors of the (scaled) iteration matrix (:func:`difflie.solvers.linear.factor`), kept
-    across steps by modified Newton."""
+    """Factors of the (scaled) iteration matrix (:func:`difflie.numerics.linear.factor_blocks`),
+    kept across steps by modified Newton."""
 
-    factors: linear.Factors
+    factors: linear.BlockFactors
     valid: Bool[Array, ""]
     dt: Float[Array, ""]  # step size the matrix was built for
     updates: Int[Array, ""]  # number of factorisations so far (diagnostic)
@@ -141,6 +143,9 @@ class GeneralizedAlpha(AbstractSolver):
     - ``extrapolation``: Newton starts from ``vdot1`` and ``lambda1`` extrapolated by a
       polynomial of this degree through the last steps' (:mod:`difflie.solvers.predictor`);
       ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (Arnold & Brüls 2007).
+    - ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology,
+      built from compressed derivatives and factored as block-tridiagonal with blocks of up to
+      this many unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix.
     """
 
     rho_inf: float = 0.9
@@ -154,6 +159,7 @@ class GeneralizedAlpha(AbstractSolver):
     reuse_across_steps: bool = eqx.field(static=True, default=True)
     scaling: bool = eqx.field(static=True, default=True)
     extrapolation: int = eqx.field(static=True, default=3)
+    block_size: int | None = eqx.field(static=True, default=48)
 
     order: ClassVar[int] = 2
 
@@ -166,6 +172,14 @@ class GeneralizedAlpha(AbstractSolver):
             raise ValueError("GeneralizedAlpha: max_iterations and max_reuse must be >= 1")
         if not isinstance(self.extrapolation, int) or self.extrapolation < 0:
             raise ValueError(f"GeneralizedAlpha: extrapolation must be an integer >= 0, got {self.extrapolation!r}")
+
+    def structure(self, model) -> sparsity.Sparsity:
+        """The iteration matrix's blocks: unknowns ``[dq (6 per body), s lambda]``."""
+        nb = model.num_bodies
+        rows = model.row_bodies
+        return sparsity.block_structure(
+            nb, model.coupling(), np.repeat(np.arange(nb), 6), rows, (6 * nb, rows.shape[0]), self.block_size
+        )
 
     def _tolerances(self, dtype):
         f64 = jnp.finfo(dtype).bits == 64
@@ -183,9 +197,10 @@ class GeneralizedAlpha(AbstractSolver):
         nb = x.shape[0]
         vdot = jnp.concatenate([acc[: 3 * nb].reshape(nb, 3), acc[3 * nb :].reshape(nb, 3)], axis=-1)
         y0 = GeneralizedAlphaState(x, form.rotation(R), u, w, vdot, vdot, lam)
-        n = 6 * nb + lam.shape[0]
+        st = self.structure(model)
+        zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), x.dtype)
         cache = IterationMatrix(
-            factors=(jnp.zeros((n, n), x.dtype), jnp.zeros((n, n), x.dtype)),
+            factors=linear.BlockFactors(zero, zero, zero),
             valid=jnp.array(False),
             dt=jnp.zeros((), x.dtype),
             updates=jnp.array(0, jnp.int32),
@@ -233,7 +248,7 @@ class GeneralizedAlpha(AbstractSolver):
         x_pred = jnp.concatenate([dq_pred.reshape(-1), s * lam1])
         return fn, unpack, x_pred, s
 
-    def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h):
+    def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h, st: sparsity.Sparsity):
         """Full or modified Newton on ``fn`` (of the parts of ``x``);
         ``(x, iterations, converged, max |F(x)|, cache)``.
 
@@ -247,11 +262,11 @@ class GeneralizedAlpha(AbstractSolver):
         def fn(x):
             return fn_parts(_split(x, n_dyn))
 
-        def value_and_jac(x):
-            return value_and_jacobian(lambda parts: fn_parts(parts)[0], _split(x, n_dyn))
+        def value_and_factors(x):
+            return st.value_and_factors(lambda parts: fn_parts(parts)[0], _split(x, n_dyn))
 
-        def jac(x):
-            return value_and_jac(x)[1]
+        def factors_at(x):
+            return value_and_factors(x)[1]
 
         def converged(F, scale):
             dyn = F[:n_dyn] / s
@@ -263,7 +278,7 @@ class GeneralizedAlpha(AbstractSolver):
         def iterate(c, factors, refresh):
             """One Newton update with the given factors. A diverging modified-Newton iterate
             restarts from the predictor ``(x0, F0)``; ``F0`` is bound below, before any call."""
-            x = c["x"] - linear.solve_factored(factors, c["F"])
+            x = c["x"] - st.solve(factors, c["F"])
             F, scale = fn(x)
             finite = jnp.all(jnp.isfinite(F)) & jnp.all(jnp.isfinite(x))
             norm_old = jnp.linalg.norm(c["F"])
@@ -295,17 +310,17 @@ class GeneralizedAlpha(AbstractSolver):
 
         def body(c):
             if full:
-                return iterate(c, linear.factor(jac(c["x"])), True)
+                return iterate(c, factors_at(c["x"]), True)
             refresh = (~c["valid"]) | (c["reuse"] >= self.max_reuse)
-            factors = jax.lax.cond(refresh, lambda: linear.factor(jac(c["x"])), lambda: c["factors"])
+            factors = jax.lax.cond(refresh, lambda: factors_at(c["x"]), lambda: c["factors"])
             return iterate(c, factors, refresh)
 
         start = dict(x=x0, reuse=jnp.array(0, jnp.int32), it=jnp.array(0, jnp.int32), done=jnp.array(False))
         if full or not self.reuse_across_steps:
             # The first iteration builds its matrix at x0: F(x0) is the primal of that forward
             # pass, and the iteration runs before the loop (which then always starts afresh).
-            F0, J0 = value_and_jac(x0)
-            init = iterate(dict(start, F=F0, updates=cache.updates), linear.factor(J0), True)
+            F0, factors0 = value_and_factors(x0)
+            init = iterate(dict(start, F=F0, updates=cache.updates), factors0, True)
         else:
             F0, _ = fn(x0)
             same_h = jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)
@@ -327,8 +342,9 @@ class GeneralizedAlpha(AbstractSolver):
         history = solver_state.history
         guess = None if history is None else history.guess(jax.lax.stop_gradient(t1))
         fn_ng, _, x_pred, s = self._residual_fn(no_grad(model), jax.lax.stop_gradient(t1), h_ng, no_grad(y0), guess)
-        x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state.matrix, h_ng)
-        x_star = implicit_derivatives(lambda z, _: fn(_split(z, n_dyn))[0], x_star, None)
+        st = self.structure(model)
+        x_star, iterations, ok, residual, cache = self._newton(fn_ng, x_pred, s, n_dyn, solver_state.matrix, h_ng, st)
+        x_star = implicit_derivatives(lambda z, _: fn(_split(z, n_dyn))[0], x_star, None, st)
 
         x1, R1, v1, vdot1, a1, lam = unpack(x_star)
         y1 = GeneralizedAlphaState(x1, R1, v1[:, :3], v1[:, 3:], vdot1, a1, lam)

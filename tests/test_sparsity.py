@@ -1,0 +1,142 @@
+"""Block-structured iteration matrices (difflie.numerics.sparsity): the same steps as the dense
+matrix, on chains, trees and closed loops, with gradients."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import difflie as dl
+from difflie.models import chain, ladder, spider
+from difflie.numerics import linear, sparsity
+
+H = 1e-3
+
+
+def _random_system(rng, num_bodies, per_body, row_bodies, block_size):
+    """A random KKT-like matrix with the couplings of a multibody step: body unknowns couple
+    with those of their own and adjacent bodies, a constraint row with its bodies' unknowns
+    (both ways), multipliers not with each other."""
+    body_unknowns = np.repeat(np.arange(num_bodies), per_body)
+    leaves = (body_unknowns.size, len(row_bodies))
+    st = sparsity.block_structure(num_bodies, row_bodies, body_unknowns, row_bodies, leaves, block_size)
+    adjacent = np.eye(num_bodies, dtype=bool)
+    inner = row_bodies[(row_bodies >= 0).all(axis=1)]
+    adjacent[inner[:, 0], inner[:, 1]] = adjacent[inner[:, 1], inner[:, 0]] = True
+    nu = body_unknowns.size
+    pattern = np.zeros((st.n, st.n), bool)
+    pattern[:nu, :nu] = adjacent[body_unknowns[:, None], body_unknowns[None, :]]
+    touches = (body_unknowns[:, None, None] == row_bodies[None, :, :]).any(axis=2)  # (nu, m)
+    pattern[:nu, nu:] = touches
+    pattern[nu:, :nu] = touches.T
+    A = rng.normal(size=(st.n, st.n)) * pattern
+    A[:nu, :nu] += 4.0 * np.eye(nu)
+    return st, A, leaves
+
+
+@pytest.mark.parametrize("block_size", [None, 5, 12, 1000])
+def test_blocks_solve_like_a_dense_matrix(block_size):
+    """A tree with a loop closure and a free body: solves and transposed solves (reverse mode)
+    agree with numpy's dense solve to rounding, whatever the block size."""
+    rng = np.random.default_rng(0)
+    rows = np.array([[-1, 0], [0, 1], [1, 2], [0, 3], [3, 4], [2, 4], [4, 5], [-1, 5]])  # body 6: free
+    st, A, leaves = _random_system(rng, 7, 2, rows, block_size)
+    if block_size == 5:
+        assert st.num_blocks > 3 and st.num_seeds < st.n  # levels and compression in use
+    x = rng.normal(size=st.n)
+    b = rng.normal(size=st.n)
+    parts = (jnp.asarray(x[: leaves[0]]), jnp.asarray(x[leaves[0] :]))
+    value, factors = st.value_and_factors(lambda p: jnp.asarray(A) @ jnp.concatenate(p), parts)
+    np.testing.assert_allclose(value, A @ x, atol=1e-12)
+    np.testing.assert_allclose(st.solve(factors, jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-12)
+    # The transpose of the solve, as reverse mode takes it through the implicit-function theorem.
+    g = jax.grad(lambda y: jnp.vdot(jnp.asarray(b), st.tangent_solve(lambda v: jnp.asarray(A) @ v, y)))(jnp.asarray(x))
+    np.testing.assert_allclose(g, np.linalg.solve(A.T, b), atol=1e-12)
+
+
+def test_chain_is_block_tridiagonal_with_few_seeds():
+    """A chain of 64 bodies: one body per level, three colours: 27 derivative passes build the
+    576 x 576 generalized-alpha matrix, in blocks of at most 48 unknowns."""
+    st = dl.GeneralizedAlpha().structure(chain(64))
+    assert st.n == 64 * 9 and st.num_seeds == 27
+    assert st.block_size <= 48 and st.num_blocks == pytest.approx(64 * 9 / st.block_size, rel=0.2)
+
+
+def test_rp_normalisation_rows_stay_with_their_bodies():
+    st = dl.BackwardEuler(formulation="rp").structure(chain(16))
+    assert st.num_blocks > 1
+
+
+def _final(solver, model, steps):
+    run = dl.xla.jit(lambda m: dl.simulate(m, solver, 0.0, steps * H, H, saveat=dl.SaveAt(t1=True)).position[-1])
+    return np.asarray(run(model))
+
+
+@pytest.mark.parametrize(
+    "name, model, steps",
+    [("chain64", chain(64), 50), ("spider17", spider(17), 20), ("ladder4", ladder(4), 20)],
+)
+def test_generalized_alpha_blocks_match_dense(name, model, steps):
+    """Issue 22: the block step follows the dense step's trajectory to 1e-10 (here 50 steps of
+    a 64-body chain, a tree, and a row of closed loops)."""
+    dense = _final(dl.GeneralizedAlpha(block_size=None), model, steps)
+    blocks = _final(dl.GeneralizedAlpha(), model, steps)
+    assert np.abs(dense - model.r0).max() > 1e-3  # it moved
+    np.testing.assert_allclose(blocks, dense, atol=1e-10)
+
+
+@pytest.mark.parametrize("formulation", ["rA", "rp"])
+def test_backward_euler_blocks_match_dense(formulation):
+    """Backward Euler on a tree with kept matrices (the default) and full Newton: the block
+    step meets the same Newton tolerance as the dense one (positions to 1e-10)."""
+    model = spider(9)
+    for newton in ("modified", "full"):
+        dense = _final(dl.BackwardEuler(formulation=formulation, newton=newton, block_size=None), model, 20)
+        blocks = _final(dl.BackwardEuler(formulation=formulation, newton=newton, block_size=12), model, 20)
+        np.testing.assert_allclose(blocks, dense, atol=1e-10)
+
+
+def test_gradient_through_blocks_matches_finite_differences():
+    """Reverse-mode gradient of the tip height of a 16-body chain after 10 steps with respect to
+    all masses, through the block implicit-function solves, against central differences."""
+    model = chain(16)
+    solver = dl.GeneralizedAlpha(block_size=12)
+
+    def tip(masses):
+        m = jax.tree_util.tree_map(lambda x: x, model)
+        m = eqx_set_mass(m, masses)
+        return dl.simulate(m, solver, 0.0, 10 * H, H, saveat=dl.SaveAt(t1=True)).position[-1, -1, 2]
+
+    masses = model.bodies.mass
+    g = dl.xla.jit(jax.grad(tip))(masses)
+    f = dl.xla.jit(tip)
+    eps = 1e-5
+    for i in (0, 7, 15):
+        e = jnp.zeros_like(masses).at[i].set(eps)
+        fd = (f(masses + e) - f(masses - e)) / (2 * eps)
+        np.testing.assert_allclose(g[i], fd, rtol=1e-5, atol=1e-9)
+
+
+def eqx_set_mass(model, masses):
+    import equinox as eqx
+
+    return eqx.tree_at(lambda m: m.bodies.mass, model, masses)
+
+
+def test_float32_blocks_run():
+    """float32: the block step runs and stays near the float64 trajectory."""
+    m32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x, chain(8))
+    x32 = _final(dl.GeneralizedAlpha(block_size=12), m32, 10)
+    x64 = _final(dl.GeneralizedAlpha(block_size=12), chain(8), 10)
+    assert x32.dtype == np.float32
+    np.testing.assert_allclose(x32, x64, atol=1e-4)
+
+
+def test_blocks_of_a_dense_structure_are_one_matrix():
+    st = sparsity.dense((3, 2))
+    assert st.num_blocks == 1 and st.block_size == 5
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(5, 5)) + 5 * np.eye(5)
+    factors = linear.factor_blocks(st.blocks(jnp.asarray(A)))
+    b = rng.normal(size=5)
+    np.testing.assert_allclose(st.solve(factors, jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-13)
