@@ -10,6 +10,7 @@ of :class:`difflie.model.Model`, not an element.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -21,10 +22,19 @@ from .lie.ops import mtv, mv
 
 
 class AbstractForce(eqx.Module):
-    """A force element acting on the bodies of a model."""
+    """A force element acting on the bodies of a model.
+
+    ``coupling()`` names the pairs of bodies (ground: -1) whose wrenches depend on each other's
+    state (static): the implicit solvers order and compress their iteration matrices by it
+    (:mod:`difflie.numerics.sparsity`). ``None``, the default, means any body may depend on
+    any other, and the iteration matrix is then treated as dense.
+    """
 
     def __call__(self, t, r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
         raise NotImplementedError
+
+    def coupling(self) -> tuple[tuple[int, int], ...] | None:
+        return None
 
 
 class Wrench(AbstractForce):
@@ -40,6 +50,9 @@ class Wrench(AbstractForce):
         self.torque_in_body_frame = torque_in_body_frame
         if self.force.shape[-1:] != (3,) or self.torque.shape[-1:] != (3,) or self.force.ndim != 2:
             raise ValueError(f"Wrench: force and torque must be (nb, 3); got {self.force.shape}, {self.torque.shape}")
+
+    def coupling(self):
+        return ()
 
     def __call__(self, t, r, R, rdot, omega):
         f = jnp.broadcast_to(self.force, r.shape).astype(r.dtype)
@@ -88,6 +101,9 @@ class SpringDamper(AbstractForce):
         self.stiffness = jnp.broadcast_to(jnp.asarray(stiffness), (ns,))
         self.damping = jnp.broadcast_to(jnp.asarray(damping), (ns,))
         self.rest_length = jnp.broadcast_to(jnp.asarray(rest_length), (ns,))
+
+    def coupling(self):
+        return tuple(zip(self.body_a, self.body_b))
 
     def _point(self, idx: tuple[int, ...], s: Array, r, R, rdot, omega):
         """World position and velocity of the spring ends on bodies ``idx`` (ground: -1)."""
@@ -143,6 +159,9 @@ class CartesianSpringDamper(AbstractForce):
         self.stiffness = jnp.broadcast_to(jnp.asarray(stiffness), (ns, 3))
         self.damping = jnp.broadcast_to(jnp.asarray(damping), (ns, 3))
 
+    def coupling(self):
+        return ()
+
     def __call__(self, t, r, R, rdot, omega):
         i = np.asarray(self.body)
         if np.any((i < 0) | (i >= r.shape[0])):
@@ -155,6 +174,116 @@ class CartesianSpringDamper(AbstractForce):
         f = jnp.zeros_like(r).at[i].add(F)
         tau = jnp.zeros_like(r).at[i].add(cross(s, mtv(Ri, F)))
         return f, tau
+
+
+class JointTorques(eqx.Module):
+    """A joint-torque signal ``t -> u (nj,)``: constants plus a few functions of ``t``.
+
+    ``constant`` (nj,) is a pytree leaf (traceable, differentiable); ``functions[k]`` (a
+    :class:`~difflie.constraints.Driver` or an ``eqx.Module``, whose arrays are leaves too) adds
+    its value to joint ``index[k]``. Only the distinct user functions are visited one by one.
+    """
+
+    constant: Float[Array, " nj"]
+    functions: tuple
+    index: tuple[int, ...] = eqx.field(static=True)
+
+    def __call__(self, t) -> Float[Array, " nj"]:
+        out = self.constant
+        if self.functions:
+            values = jnp.stack([jnp.asarray(fn(t), out.dtype).reshape(()) for fn in self.functions])
+            out = out.at[np.asarray(self.index)].add(values)
+        return out
+
+
+class JointForce(AbstractForce):
+    """Actuation and viscous damping along 1-DOF joints: ``u_k = torque(t)_k - c_k q_dot_k``.
+
+    Joint ``k`` moves body ``child[k]`` relative to ``parent[k]`` (-1: ground) about (revolute)
+    or along (prismatic) the unit ``axis[k]``, fixed in the parent's body axes (world axes for
+    the ground). With ``a = R_p axis`` (world), the joint rate is
+
+        revolute:   q_dot = a . (w_c - w_p)                      (world angular velocities)
+        prismatic:  q_dot = a . (v_c(P) - v_p(P))                 (velocities of both bodies at P)
+
+    where ``P`` is the joint point on the child (``point[k]``, body axes, from the child's COM).
+    A revolute joint applies the couple ``u a`` to the child and ``-u a`` to the parent; a
+    prismatic one the force ``u a`` at ``P`` on the child and ``-u a`` at ``P`` on the parent.
+    Both pairs have zero resultant and moment, and deliver the power ``u q_dot`` (so
+    damping dissipates ``c q_dot^2``). ``torque`` is ``None``, an array (nj,) or a callable
+    ``t -> (nj,)`` such as :class:`JointTorques`; ``damping`` (nj,) is an array. Body indices
+    and joint kinds are static.
+    """
+
+    parent: tuple[int, ...] = eqx.field(static=True)
+    child: tuple[int, ...] = eqx.field(static=True)
+    prismatic: tuple[bool, ...] = eqx.field(static=True)
+    axis: Float[Array, "nj 3"]
+    point: Float[Array, "nj 3"]
+    damping: Float[Array, " nj"]
+    torque: Any = None
+
+    def __init__(self, parent, child, axis, point=0.0, damping=0.0, torque=None, prismatic=False):
+        self.parent = tuple(int(i) for i in np.atleast_1d(parent))
+        self.child = tuple(int(i) for i in np.atleast_1d(child))
+        nj = len(self.child)
+        if len(self.parent) != nj:
+            raise ValueError(f"JointForce: {len(self.parent)} parents for {nj} children")
+        if any(c < 0 for c in self.child) or any(p < -1 for p in self.parent):
+            raise ValueError(f"JointForce: child indices must be >= 0 and parents >= -1; got {self.parent}, {self.child}")
+        self.prismatic = tuple(bool(b) for b in np.broadcast_to(np.asarray(prismatic, bool), (nj,)))
+        axis = jnp.broadcast_to(jnp.asarray(axis), (nj, 3))
+        self.axis = axis / jnp.linalg.norm(axis, axis=-1, keepdims=True)
+        self.point = jnp.broadcast_to(jnp.asarray(point, self.axis.dtype), (nj, 3))
+        self.damping = jnp.broadcast_to(jnp.asarray(damping, self.axis.dtype), (nj,))
+        self.torque = torque
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        """The (parent, child) body pairs this element couples (ground: -1)."""
+        return tuple(zip(self.parent, self.child))
+
+    def _kinematics(self, r, R, rdot, omega):
+        """World axis ``a``, child lever ``s = P - r_c``, parent lever ``P - r_p`` and ``q_dot``."""
+        nb = r.shape[0]
+        par, chi = np.asarray(self.parent), np.asarray(self.child)
+        if np.any(chi >= nb) or np.any(par >= nb):
+            raise ValueError(f"JointForce: body index out of range for {nb} bodies: {self.parent}, {self.child}")
+        p = np.where(par < 0, nb, par)  # the ground is row nb of the extended arrays
+        dtype = r.dtype
+        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
+        w_ext = jnp.concatenate([mv(R, omega), jnp.zeros((1, 3), dtype)])  # world angular velocities
+        r_ext = jnp.concatenate([r, jnp.zeros((1, 3), dtype)])
+        v_ext = jnp.concatenate([rdot, jnp.zeros((1, 3), dtype)])
+        a = mv(R_ext[p], self.axis.astype(dtype))
+        s = mv(R[chi], self.point.astype(dtype))
+        lever_p = r[chi] + s - r_ext[p]
+        rate_rev = jnp.sum(a * (w_ext[chi] - w_ext[p]), axis=-1)
+        v_c = rdot[chi] + cross(w_ext[chi], s)
+        v_p = v_ext[p] + cross(w_ext[p], lever_p)
+        rate_pri = jnp.sum(a * (v_c - v_p), axis=-1)
+        qdot = jnp.where(np.asarray(self.prismatic), rate_pri, rate_rev)
+        return p, chi, a, s, lever_p, qdot
+
+    def joint_rates(self, r, R, rdot, omega) -> Float[Array, " nj"]:
+        """``q_dot`` of every joint (rad/s or m/s)."""
+        return self._kinematics(r, R, rdot, omega)[-1]
+
+    def __call__(self, t, r, R, rdot, omega):
+        nb = r.shape[0]
+        dtype = r.dtype
+        p, chi, a, s, lever_p, qdot = self._kinematics(r, R, rdot, omega)
+        u = -self.damping.astype(dtype) * qdot
+        if self.torque is not None:
+            u = u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, dtype), u.shape)
+        pri = np.asarray(self.prismatic)[:, None]
+        F = jnp.where(pri, u[:, None] * a, 0.0)  # force on the child at P (world)
+        T = jnp.where(pri, 0.0, u[:, None] * a)  # couple on the child (world)
+        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
+        f = jnp.zeros((nb + 1, 3), dtype).at[chi].add(F).at[p].add(-F)
+        tau_c = mtv(R[chi], T + cross(s, F))
+        tau_p = mtv(R_ext[p], -T - cross(lever_p, F))
+        tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
+        return f[:nb], tau[:nb]
 
 
 def gravity_forces(mass: Array, gravity: Array, like: Array) -> tuple[Array, Array]:

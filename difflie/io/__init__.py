@@ -1,5 +1,6 @@
 """Model files (load) and their errors."""
 
 from .model_file import ModelFileError as ModelFileError, consistent_initial_state as consistent_initial_state, load_model as load_model
+from .robot import RobotModelWarning as RobotModelWarning, load_robot as load_robot
 
-__all__ = ["ModelFileError", "consistent_initial_state", "load_model"]
+__all__ = ["ModelFileError", "RobotModelWarning", "consistent_initial_state", "load_model", "load_robot"]

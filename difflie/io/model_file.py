@@ -24,6 +24,8 @@ constraints (with a warning when they change by more than ``1e-6``).
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import warnings
@@ -55,16 +57,67 @@ class ModelFileError(ValueError):
     """A model file entry that is missing or malformed; the message names its JSON path."""
 
 
+def _show(value, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _numbers(value, depth: int) -> bool:
+    """``value`` is a number (``depth`` 0) or lists nested ``depth`` deep with numbers at the
+    bottom: no booleans, no numeric strings."""
+    if depth == 0:
+        return _is_number(value)
+    return isinstance(value, list) and all(_numbers(v, depth - 1) for v in value)
+
+
 def _array(value, path: str, shape: tuple[int, ...]) -> np.ndarray:
+    if not _numbers(value, len(shape)):
+        raise ModelFileError(f"{path}: expected numbers with shape {shape}, got {_show(value)}")
     try:
         arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ModelFileError(f"{path}: expected numbers with shape {shape}, got {value!r}") from None
+    except ValueError:  # ragged
+        raise ModelFileError(f"{path}: expected shape {shape}, got rows of different lengths {_show(value)}") from None
+    except OverflowError:
+        raise ModelFileError(f"{path}: values must be finite, got {_show(value)}") from None
     if arr.shape != shape:
-        raise ModelFileError(f"{path}: expected shape {shape}, got {arr.shape} ({value!r})")
+        raise ModelFileError(f"{path}: expected shape {shape}, got {arr.shape} ({_show(value)})")
     if not np.all(np.isfinite(arr)):
-        raise ModelFileError(f"{path}: values must be finite, got {value!r}")
+        raise ModelFileError(f"{path}: values must be finite, got {_show(value)}")
     return arr
+
+
+def _string(entry: Mapping, key: str, path: str, default: str | None = None) -> str:
+    value = entry.get(key, default) if default is not None else _get(entry, key, path)
+    if not isinstance(value, str):
+        raise ModelFileError(f"{path}.{key}: expected a string, got {_show(value)}")
+    return value
+
+
+def _id(value, path: str):
+    """A body id: an integer or a string."""
+    if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
+        raise ModelFileError(f"{path}: a body id must be an integer or a string, got {_show(value)}")
+    return value
+
+
+_TOP_KEYS = ("name", "gravity", "bodies", "constraints", "joints")
+_BODY_KEYS = ("name", "id", "r", "r_dot", "A", "omega", "omega_dot", "mass", "inertia")  # omega_dot: C1 files, unused
+# The C2 files list every vector of every basic constraint (placeholders where unused).
+_CONSTRAINT_KEYS = ("name", "type", "body_i", "body_j", "f", "f_dot", "f_ddot", "theta",
+                    *sorted({key for keys in VECTOR_FIELDS.values() for key in keys}))  # fmt: skip
+
+
+def _known_keys(entry: Mapping, known, path: str) -> None:
+    """Refuse a key the format does not have (a typo would otherwise be ignored silently)."""
+    for key in entry:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), [str(k) for k in known], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+            raise ModelFileError(f"{path}.{key}: unknown key{hint}")
 
 
 def _get(entry: Mapping, key: str, path: str):
@@ -90,6 +143,12 @@ def _expression(value, path: str):
     return expr
 
 
+def _inertia(value, path: str) -> np.ndarray:
+    """A 3x3 inertia, or its 3 principal moments (a list of numbers)."""
+    diagonal = isinstance(value, list) and not any(isinstance(v, list) for v in value)
+    return np.diag(_array(value, path, (3,))) if diagonal else _array(value, path, (3, 3))
+
+
 def _per_body(value, names: list[str], what: str, shape) -> list[np.ndarray | None]:
     """Caller-supplied mass / inertia: a mapping by body name or a sequence in file order."""
     if value is None:
@@ -103,35 +162,47 @@ def _per_body(value, names: list[str], what: str, shape) -> list[np.ndarray | No
         items = list(value)
         if len(items) != len(names):
             raise ValueError(f"load_model: {what} has {len(items)} entries for {len(names)} bodies {names}")
-    out = []
-    for n, v in zip(names, items):
-        if v is None:
-            out.append(None)
-            continue
-        arr = np.asarray(v, dtype=float)
-        if what == "inertia" and arr.shape == (3,):
-            arr = np.diag(arr)
-        if arr.shape != shape:
-            raise ValueError(f"load_model: {what} of body {n!r} must have shape {shape}, got {arr.shape}")
-        out.append(arr)
-    return out
+    return [None if v is None else _given(v, f"{what} of body {n!r}", shape) for n, v in zip(names, items)]
+
+
+def _given(value, what: str, shape) -> np.ndarray:
+    """A caller-supplied mass (``shape`` ``()``) or inertia (``(3, 3)``, or 3 principal moments)."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"load_model: {what}: expected numbers, got {_show(value)}") from None
+    if shape == (3, 3) and arr.shape == (3,):
+        arr = np.diag(arr)
+    if arr.shape != shape:
+        raise ValueError(f"load_model: {what} must have shape {shape}, got {arr.shape}")
+    return arr
 
 
 def _nearest_rotation(A: np.ndarray, path: str) -> np.ndarray:
     """Project the printed (rounded) matrix onto SO(3); reject anything far from a rotation."""
     U, _, Vt = np.linalg.svd(A)
     R = U @ Vt
-    if np.linalg.det(R) < 0 or np.abs(R - A).max() > 1e-4:
+    if np.linalg.det(R) < 0:
+        raise ModelFileError(f"{path}: not a rotation matrix (a reflection: det A = {np.linalg.det(A):.3g})")
+    if np.abs(R - A).max() > 1e-4:
         raise ModelFileError(f"{path}: not a rotation matrix (A^T A - I up to {np.abs(A.T @ A - np.eye(3)).max():.2e})")
     return R
 
 
 def _read(path: str) -> dict:
+    if os.path.isdir(path):
+        raise ModelFileError(f"{path}: is a directory, not a model file")
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except json.JSONDecodeError as err:
         raise ModelFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    except UnicodeDecodeError:
+        raise ModelFileError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    except RecursionError:
+        raise ModelFileError(f"{path}: not valid JSON (nested too deeply)") from None
+    except OSError as err:
+        raise ModelFileError(f"{path}: cannot read ({err.strerror})") from None
     if not isinstance(data, dict):
         raise ModelFileError(f"{path}: the top level must be a JSON object")
     return data
@@ -157,10 +228,14 @@ def load_model(
     angle_drivers: Mapping[str, Mapping[str, Any]] | None = None,
     gravity=None,
     assemble: bool = True,
+    default_mass: float | None = None,
+    default_inertia=None,
     **builtin_kwargs,
 ) -> Model:
     """Load a model file (native JSON, C2 ``.json`` or C1 ``.mdl`` of the
-    rA/rp/re paper's public codes) or a built-in name.
+    rA/rp/re paper's public codes), a robot (URDF ``.urdf`` or MJCF ``.xml``, with the keywords
+    of :func:`difflie.io.robot.load_robot`: ``joint_positions``, ``joint_velocities``,
+    ``joint_torques``, ``base_pose``, ...) or a built-in name.
 
     ``mass`` / ``inertia``: per body (mapping by body name, or a sequence in file order); they
     override the file's values. ``drivers``: ``{constraint name: expression or callable}``
@@ -169,13 +244,26 @@ def load_model(
     "swap": bool}}`` turns a DP1 driver ``cos(theta(t))`` into the rank-safe angle row (or, with
     ``"swap": true``, the public codes' switch to the alternate DP1 whose vector ``v`` replaces
     ``a_bar_i`` / ``a_bar_j`` and whose ``f`` is ``sin(theta(t))``).
+    ``default_mass`` / ``default_inertia`` (a 3x3 matrix, or 3 principal moments): for every
+    body that neither the file nor ``mass`` / ``inertia`` give one (the command line's
+    ``--mass`` / ``--inertia``; the C1/C2 files have none).
+
+    Every entry is checked before anything is built: a malformed or unknown key raises a
+    :class:`ModelFileError` naming its JSON path (``$.bodies[1].omgea: unknown key; did you
+    mean 'omega'?``).
     """
     path = os.fspath(path)
+    if path.lower().endswith((".urdf", ".xml")):  # robots (URDF, MJCF): difflie.io.robot
+        from .robot import load_robot
+
+        return load_robot(path, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
+                          default_mass=default_mass, default_inertia=default_inertia, **builtin_kwargs)  # fmt: skip
     if not os.path.exists(path):
         return _builtin(path, builtin_kwargs)
     if builtin_kwargs:
         raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a model file")
     data = _read(path)
+    _known_keys(data, _TOP_KEYS, "$")
     bodies_raw = _get(data, "bodies", "$")
     cons_raw = data.get("constraints", [])
     joints_raw = data.get("joints", [])
@@ -192,8 +280,9 @@ def load_model(
         bp = f"$.bodies[{k}]"
         if not isinstance(b, dict):
             raise ModelFileError(f"{bp}: expected an object")
-        name = str(_get(b, "name", bp))
-        bid = _get(b, "id", bp)
+        _known_keys(b, _BODY_KEYS, bp)
+        name = _string(b, "name", bp)
+        bid = _id(_get(b, "id", bp), f"{bp}.id")
         if bid in ids or (name == "ground" and C.GROUND in ids.values()):
             raise ModelFileError(f"{bp}.id: duplicate body id {bid!r}")
         if name == "ground":
@@ -208,22 +297,19 @@ def load_model(
         state["A"].append(_nearest_rotation(_array(_get(b, "A", bp), f"{bp}.A", (3, 3)), f"{bp}.A"))
         state["omega"].append(_array(b.get("omega", [0, 0, 0]), f"{bp}.omega", (3,)))
         file_mass.append(None if "mass" not in b else float(_array(b["mass"], f"{bp}.mass", ())))
-        if "inertia" in b:
-            J = np.asarray(b["inertia"], dtype=float)
-            J = np.diag(J) if J.shape == (3,) else J
-            file_inertia.append(_array(J, f"{bp}.inertia", (3, 3)))
-        else:
-            file_inertia.append(None)
+        file_inertia.append(None if "inertia" not in b else _inertia(b["inertia"], f"{bp}.inertia"))
     if not names:
         raise ModelFileError("$.bodies: no body besides the ground")
 
-    masses = [u if u is not None else float(f) if f is not None else None for u, f in zip(_per_body(mass, names, "mass", ()), file_mass)]
-    inertias = [u if u is not None else f for u, f in zip(_per_body(inertia, names, "inertia", (3, 3)), file_inertia)]
+    default_mass = None if default_mass is None else float(_given(default_mass, "default_mass", ()))
+    default_inertia = None if default_inertia is None else _given(default_inertia, "default_inertia", (3, 3))
+    masses = [next((x for x in (u, f, default_mass) if x is not None), None) for u, f in zip(_per_body(mass, names, "mass", ()), file_mass)]
+    inertias = [next((x for x in (u, f, default_inertia) if x is not None), None) for u, f in zip(_per_body(inertia, names, "inertia", (3, 3)), file_inertia)]
     for k, n in enumerate(names):
         if masses[k] is None:
-            raise ValueError(f"load_model: body {n!r} has no mass in {path}; pass mass={{{n!r}: ...}}")
+            raise ValueError(f"load_model: body {n!r} has no mass in {path}; pass mass={{{n!r}: ...}} (command line: --mass)")
         if inertias[k] is None:
-            raise ValueError(f"load_model: body {n!r} has no inertia in {path}; pass inertia={{{n!r}: ...}}")
+            raise ValueError(f"load_model: body {n!r} has no inertia in {path}; pass inertia={{{n!r}: ...}} (command line: --inertia)")
 
     drivers = dict(drivers or {})
     angle_drivers = dict(angle_drivers or {})
@@ -233,10 +319,11 @@ def load_model(
         cp = f"$.constraints[{k}]"
         if not isinstance(c, dict):
             raise ModelFileError(f"{cp}: expected an object")
+        _known_keys(c, _CONSTRAINT_KEYS, cp)
         kind = _get(c, "type", cp)
-        if kind not in VECTOR_FIELDS:
-            raise ModelFileError(f"{cp}.type: expected one of {sorted(VECTOR_FIELDS)}, got {kind!r}")
-        name = str(c.get("name", f"{kind}_{k}"))
+        if not isinstance(kind, str) or kind not in VECTOR_FIELDS:
+            raise ModelFileError(f"{cp}.type: expected one of {sorted(VECTOR_FIELDS)}, got {_show(kind)}")
+        name = _string(c, "name", cp, default=f"{kind}_{k}")
         seen.add(name)
         bi, bj = _body(ids, c, "body_i", cp), _body(ids, c, "body_j", cp)
         vecs = [_array(_get(c, key, cp), f"{cp}.{key}", (3,)) for key in VECTOR_FIELDS[kind]]
@@ -280,7 +367,7 @@ def load_model(
 
 
 def _body(ids, entry, key, path) -> int:
-    bid = _get(entry, key, path)
+    bid = _id(_get(entry, key, path), f"{path}.{key}")
     if bid not in ids:
         raise ModelFileError(f"{path}.{key}: unknown body id {bid!r} (known ids: {sorted(map(str, ids))})")
     return ids[bid]
@@ -310,11 +397,13 @@ def _joint(ids, j, jp):
     if not isinstance(j, dict):
         raise ModelFileError(f"{jp}: expected an object")
     kind = _get(j, "type", jp)
-    if kind not in _JOINT_FIELDS:
-        raise ModelFileError(f"{jp}.type: expected one of {sorted(_JOINT_FIELDS)}, got {kind!r}")
+    if not isinstance(kind, str) or kind not in _JOINT_FIELDS:
+        raise ModelFileError(f"{jp}.type: expected one of {sorted(_JOINT_FIELDS)}, got {_show(kind)}")
+    extra = ("relative_rotation",) if kind == "fixed" else ()
+    _known_keys(j, ("type", "name", "body_i", "body_j", *_JOINT_FIELDS[kind], *extra), jp)
     bi, bj = _body(ids, j, "body_i", jp), _body(ids, j, "body_j", jp)
     v = {key: _array(_get(j, key, jp), f"{jp}.{key}", (3,)) for key in _JOINT_FIELDS[kind]}
-    name = str(j.get("name", f"{kind}_{jp}"))
+    name = _string(j, "name", jp, default=f"{kind}_{jp}")
     if kind == "spherical":
         return C.spherical(bi, v["s_bar_i"], bj, v["s_bar_j"], name)
     if kind in ("revolute", "cylindrical"):
@@ -358,9 +447,9 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
 
 def _builtin(name: str, kwargs) -> Model:
     from .. import models
-    from ..models import planar
 
-    fn = getattr(models, name, None) or getattr(planar, name, None)
-    if fn is None or not callable(fn) or name.startswith("_"):
-        raise ValueError(f"load_model: {name!r} is neither a file nor a built-in model")
+    table = dict(inspect.getmembers(models, inspect.isfunction))
+    fn = table.get(name) if not name.startswith("_") else None
+    if fn is None:
+        raise ValueError(f"load_model: unknown model {name!r}: neither a file nor a built-in model ({', '.join(table)})")
     return fn(**kwargs)

@@ -1,0 +1,537 @@
+"""Robots from URDF and MJCF files, read through MuJoCo's model compiler (Todorov, Erez & Tassa,
+2012), which parses both formats and resolves their frames (URDF origins and ``rpy``; MJCF
+``pos``/``quat``/``euler``/``axisangle``, defaults and includes).
+
+From the compiled body tree:
+
+- a link with a hinge (URDF ``revolute``/``continuous``) or slide (``prismatic``) joint becomes
+  a difflie body whose frame is the link frame: ``com`` is the centre of mass in the link frame
+  and ``inertia`` the full inertia about it in link axes; the joint becomes a revolute or
+  prismatic constraint (5 rows) to its parent;
+- a link without a joint (URDF ``fixed``) is merged rigidly into its parent: masses add, the
+  COM is the mass-weighted mean and inertias move to it by the parallel-axis theorem
+  ``J = sum R_b J_b R_b^T + m_b (|d_b|^2 I - d_b d_b^T)``; links merged into the world are the
+  ground;
+- a free joint (MJCF) or ``floating_base=True`` (URDF, which has no notation for it: like
+  Pinocchio and MuJoCo, a URDF's root link is fixed unless asked) gives a floating base: no
+  constraint;
+- URDF ``<dynamics damping>`` and MJCF joint ``damping`` become viscous joint damping, and
+  ``joint_torques`` the actuation (:class:`~difflie.forces.JointForce`);
+- what is not modelled (joint limits, friction, armature, springs, contacts, tendons, equality
+  constraints such as URDF ``mimic``, actuators) is named in one :class:`RobotModelWarning`.
+
+Joints keep the order of the compiled tree, which is the file's order where the file lists
+parents before children. The initial state comes from forward kinematics at
+``joint_positions`` / ``joint_velocities`` (by joint name; the file's reference pose
+elsewhere), so it satisfies the constraints exactly. Meshes do not enter the dynamics; their
+file names and poses are kept in ``model.joints``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping
+
+import jax.numpy as jnp
+import numpy as np
+
+from .. import constraints as C
+from ..body import RigidBody
+from ..forces import JointForce, JointTorques
+from ..joint_space import JointSpace
+from ..model import Model
+from .model_file import ModelFileError
+
+ROBOT_EXTENSIONS = (".urdf", ".xml")
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
+
+
+class RobotModelWarning(UserWarning):
+    """A robot file has elements difflie does not model (named in the message)."""
+
+
+# -- small numpy helpers (load time only) --------------------------------------------------------
+
+
+def _quat_matrix(q) -> np.ndarray:
+    """Rotation matrix of the scalar-first quaternion ``q`` (normalised)."""
+    w, x, y, z = np.asarray(q, float) / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def _matrix_quat(R) -> tuple[float, ...]:
+    import mujoco
+
+    q = np.zeros(4)
+    mujoco.mju_mat2Quat(q, np.ascontiguousarray(R, float).reshape(-1))
+    return tuple(float(x) for x in q)
+
+
+def _rot(axis, angle) -> np.ndarray:
+    """``Rot(axis, angle)`` (Rodrigues)."""
+    a = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def _normal(a) -> np.ndarray:
+    """A unit vector perpendicular to ``a``."""
+    e = np.zeros(3)
+    e[np.argmin(np.abs(a))] = 1.0
+    u = np.cross(a, e)
+    return u / np.linalg.norm(u)
+
+
+def _pose_tuple(R, p) -> tuple[float, ...]:
+    return tuple(float(x) for x in p) + _matrix_quat(R)
+
+
+def _base_pose(value) -> tuple[np.ndarray, np.ndarray]:
+    """``(R, p)`` from a 4x4 matrix, a 7-vector ``(x, y, z, qw, qx, qy, qz)`` or a pair
+    ``(position, quaternion or rotation matrix)``."""
+    try:
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            p = np.asarray(value[0], float).reshape(3)
+            rot = np.asarray(value[1], float)
+            R = _quat_matrix(rot) if rot.shape == (4,) else rot.reshape(3, 3)
+        else:
+            arr = np.asarray(value, float)
+            if arr.shape == (4, 4):
+                R, p = arr[:3, :3], arr[:3, 3]
+            elif arr.shape == (7,):
+                R, p = _quat_matrix(arr[3:]), arr[:3]
+            else:
+                raise ValueError
+    except (TypeError, ValueError):
+        raise ValueError(
+            "load_model: base_pose must be a 4x4 matrix, a 7-vector (x, y, z, qw, qx, qy, qz) or a "
+            f"pair (position, quaternion or 3x3 rotation), got {value!r}"
+        ) from None
+    if not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))) or np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
+        raise ValueError(f"load_model: base_pose rotation is not a rotation matrix: {R.tolist()}")
+    return R, p
+
+
+# -- compiling the file ------------------------------------------------------------------------
+
+
+def _compile(path: str, floating_base: bool | None):
+    """MuJoCo model of the file, the mesh geoms ``{geom id: mesh file}`` and the number of
+    collision geoms. URDF meshes are replaced by markers (their files are ``package://`` paths
+    that MuJoCo cannot open and URDF inertias never come from geometry)."""
+    try:
+        import mujoco
+    except ImportError:  # pragma: no cover - mujoco is a dependency of this reader
+        raise ImportError("reading URDF and MJCF files needs MuJoCo: pip install mujoco") from None
+    try:
+        spec = mujoco.MjSpec.from_file(path)
+    except Exception as err:  # MuJoCo's parser errors carry the element and line
+        raise ModelFileError(f"{path}: {_one_line(err)}") from None
+    urdf = path.lower().endswith(".urdf")
+    spec.compiler.fusestatic = False  # merging is ours: it keeps every link's frame
+    mesh_files = {m.name: m.file for m in spec.meshes}
+    marked: dict[str, str] = {}
+    collision = 0
+    for k, g in enumerate(spec.geoms):
+        collision += int(g.contype != 0 or g.conaffinity != 0)
+        if g.type == mujoco.mjtGeom.mjGEOM_MESH:
+            if not g.name:
+                g.name = f"_difflie_mesh_{k}"
+            marked[g.name] = mesh_files.get(g.meshname, g.meshname)
+            if urdf:
+                g.type = mujoco.mjtGeom.mjGEOM_SPHERE
+                g.size = [0.01, 0.0, 0.0]
+                g.meshname = ""
+    if urdf:
+        for m in list(spec.meshes):
+            spec.delete(m)
+        spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+    if floating_base is not None:
+        for root in spec.worldbody.bodies:
+            free = [j for j in root.joints if j.type == mujoco.mjtJoint.mjJNT_FREE]
+            if floating_base and not root.joints:
+                root.add_freejoint()
+            elif not floating_base:
+                for j in free:
+                    spec.delete(j)
+    try:
+        model = spec.compile()
+    except Exception as err:
+        raise ModelFileError(f"{path}: {_one_line(err)}") from None
+    meshes = {}
+    for name, file in marked.items():
+        gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
+        if gid >= 0:
+            meshes[gid] = file
+    return model, meshes, collision
+
+
+def _one_line(err: Exception) -> str:
+    return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+
+
+def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
+    """What the file has and difflie does not model, one phrase each."""
+    items = []
+    dof = m.jnt_dofadr
+    movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
+
+    def count(what, n):
+        if n:
+            items.append(f"{what} ({n} joint{'s' if n > 1 else ''})")
+
+    count("joint limits", sum(int(m.jnt_limited[j]) for j in movable))
+    count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
+    count("armature", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt)))
+    count("joint springs", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt)))
+    if collision:
+        items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
+    if m.ntendon:
+        items.append(f"tendons ({m.ntendon})")
+    if m.neq:
+        what = "mimic joints" if urdf else "equality constraints"
+        items.append(f"{what} ({m.neq})")
+    if m.nu:
+        items.append(f"actuators ({m.nu}; give joint_torques instead)")
+    if np.any(m.body_gravcomp != 0):
+        items.append("gravity compensation")
+    return items
+
+
+# -- the reader --------------------------------------------------------------------------------
+
+
+def _names(m, objtype, n) -> list[str]:
+    import mujoco
+
+    return [mujoco.mj_id2name(m, objtype, i) or f"{'body' if objtype == mujoco.mjtObj.mjOBJ_BODY else 'joint'}{i}" for i in range(n)]
+
+
+def _by_name(value, joints: list[str], what: str, allowed: set[str] | None = None) -> dict[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"load_model: {what} must be a mapping {{joint name: value}}, got {type(value).__name__}")
+    unknown = [k for k in value if k not in joints]
+    if unknown:
+        raise ValueError(f"load_model: {what} names unknown joints {unknown}; movable joints are {joints}")
+    if allowed is not None:
+        bad = [k for k in value if k not in allowed]
+        if bad:
+            raise ValueError(f"load_model: {what} names locked joints {bad}")
+    return dict(value)
+
+
+def _float(value, what: str) -> float:
+    try:
+        x = float(np.asarray(value))
+    except (TypeError, ValueError):
+        raise ValueError(f"load_model: {what} must be a number, got {value!r}") from None
+    if not np.isfinite(x):
+        raise ValueError(f"load_model: {what} must be finite, got {x}")
+    return x
+
+
+def load_robot(
+    path: str | os.PathLike,
+    *,
+    joint_positions: Mapping[str, float] | None = None,
+    joint_velocities: Mapping[str, float] | None = None,
+    joint_torques: Mapping[str, float | Callable] | Callable | None = None,
+    base_pose=None,
+    base_velocity=None,
+    floating_base: bool | None = None,
+    locked_joints=(),
+    gravity=None,
+    mass=None,
+    inertia=None,
+    drivers=None,
+    angle_drivers=None,
+    default_mass=None,
+    default_inertia=None,
+) -> Model:
+    """A :class:`~difflie.Model` of the robot in a URDF or MJCF file (see the module docstring).
+
+    ``joint_positions`` / ``joint_velocities``: ``{joint name: value}`` (rad, m; rad/s, m/s),
+    the initial state by forward kinematics (others at the file's reference, at rest).
+    ``joint_torques``: ``{joint name: constant or function of t}`` (N m or N), or one callable
+    ``t -> (n_joints,)`` in the order of ``model.joint_names``; equal and opposite on the two
+    bodies of each joint; constants are pytree leaves (traceable). ``base_pose``: the world pose
+    of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
+    rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
+    of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
+    joint convention). ``floating_base``: ``None`` keeps the file's (MJCF free joints; a URDF
+    root is fixed), ``True`` frees the root links, ``False`` fixes them where they start.
+    ``locked_joints``: names of movable joints welded at their ``joint_positions`` (merged into
+    the parent, as Pinocchio's ``buildReducedModel``). ``gravity`` overrides the file's.
+    """
+    path = os.fspath(path)
+    json_only = dict(mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers,
+                     default_mass=default_mass, default_inertia=default_inertia)  # fmt: skip
+    for name, value in json_only.items():
+        if value is not None:
+            raise ValueError(f"load_model: {name}= is for the JSON model files; a robot file carries its own")
+    if not os.path.exists(path):
+        raise ModelFileError(f"{path}: no such file")
+    import mujoco
+
+    m, meshes, collision = _compile(path, floating_base)
+    urdf = path.lower().endswith(".urdf")
+    body_names = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
+    joint_names_all = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
+
+    # Joints: one per body at most; hinge, slide or free.
+    movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
+    movable_names = [joint_names_all[j] for j in movable]
+    for b in range(1, m.nbody):
+        n = int(m.body_jntnum[b])
+        if n > 1:
+            names = joint_names_all[m.body_jntadr[b] : m.body_jntadr[b] + n]
+            raise ModelFileError(
+                f"{path}: body {body_names[b]!r} has {n} joints {names}; difflie joins two bodies by one "
+                "joint (split the body, with a small mass between the joints)"
+            )
+        kind = m.jnt_type[m.body_jntadr[b]] if n else None
+        if kind == _BALL:
+            raise ModelFileError(f"{path}: joint {joint_names_all[m.body_jntadr[b]]!r} of body {body_names[b]!r} is a ball joint, not supported")
+        if kind == _FREE and m.body_parentid[b] != 0:
+            raise ModelFileError(f"{path}: body {body_names[b]!r} has a free joint but is not a child of the world")
+    locked = list(locked_joints) if not isinstance(locked_joints, str) else [locked_joints]
+    unknown = [k for k in locked if k not in movable_names]
+    if unknown:
+        raise ValueError(f"load_model: locked_joints names unknown joints {unknown}; movable joints are {movable_names}")
+    free_names = [k for k in movable_names if k not in locked]
+    q_given = _by_name(joint_positions, movable_names, "joint_positions")
+    qd_given = _by_name(joint_velocities, movable_names, "joint_velocities", set(free_names))
+    q_of = {k: _float(v, f"joint_positions[{k!r}]") for k, v in q_given.items()}
+    qd_of = {k: _float(v, f"joint_velocities[{k!r}]") for k, v in qd_given.items()}
+
+    roots = [b for b in range(1, m.nbody) if m.body_parentid[b] == 0]
+    R_rel = [_quat_matrix(q) for q in m.body_quat]
+    p_rel = [np.asarray(p, float) for p in m.body_pos]
+    if base_pose is not None:
+        if len(roots) != 1:
+            raise ValueError(f"load_model: base_pose needs one root link, the file has {[body_names[b] for b in roots]}")
+        R_rel[roots[0]], p_rel[roots[0]] = _base_pose(base_pose)
+
+    # Groups of links moving as one body: rep[b] is the link whose frame the group uses.
+    rep = np.zeros(m.nbody, int)  # world: 0
+    R_in = [np.eye(3)] * m.nbody  # pose of link b in its group's frame
+    p_in = [np.zeros(3)] * m.nbody
+    groups: list[int] = []
+    kind_of: dict[int, int] = {}
+    for b in range(1, m.nbody):
+        j = m.body_jntadr[b] if m.body_jntnum[b] else -1
+        par = m.body_parentid[b]
+        Rb, pb = R_rel[b], p_rel[b]
+        if j >= 0 and joint_names_all[j] in locked:  # welded at its given position
+            dq = q_of.get(joint_names_all[j], m.qpos0[m.jnt_qposadr[j]]) - m.qpos0[m.jnt_qposadr[j]]
+            if m.jnt_type[j] == _HINGE:
+                pivot = m.jnt_pos[j]
+                Rj = _rot(m.jnt_axis[j], dq)
+                pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
+            else:
+                pb = pb + dq * (Rb @ m.jnt_axis[j])
+            j = -1
+        if j < 0:
+            rep[b] = rep[par]
+            R_in[b], p_in[b] = R_in[par] @ Rb, R_in[par] @ pb + p_in[par]
+        else:
+            rep[b] = b
+            groups.append(b)
+            kind_of[b] = int(m.jnt_type[j])
+    index = {b: k for k, b in enumerate(groups)}
+    index[0] = C.GROUND
+    body_of = [index[rep[b]] for b in range(m.nbody)]
+    if not groups:
+        raise ModelFileError(f"{path}: no link moves (no hinge, slide or free joint)")
+
+    # Mass, COM and inertia of each group, in the frame of its representative link.
+    nb = len(groups)
+    mass_g, first_moment, second = np.zeros(nb), np.zeros((nb, 3)), np.zeros((nb, 3, 3))
+    for b in range(1, m.nbody):
+        k = body_of[b]
+        if k < 0 or m.body_mass[b] == 0:
+            continue
+        c = p_in[b] + R_in[b] @ m.body_ipos[b]
+        Ri = R_in[b] @ _quat_matrix(m.body_iquat[b])
+        J = Ri @ np.diag(m.body_inertia[b]) @ Ri.T
+        mb = m.body_mass[b]
+        mass_g[k] += mb
+        first_moment[k] += mb * c
+        second[k] += J + mb * (c @ c * np.eye(3) - np.outer(c, c))  # about the link origin
+    com = np.zeros((nb, 3))
+    inertia_g = np.zeros((nb, 3, 3))
+    for k, b in enumerate(groups):
+        if not mass_g[k] > 0:
+            raise ModelFileError(f"{path}: link {body_names[b]!r} moves but has no mass (nor any link fixed to it)")
+        com[k] = first_moment[k] / mass_g[k]
+        c = com[k]
+        J = second[k] - mass_g[k] * (c @ c * np.eye(3) - np.outer(c, c))
+        inertia_g[k] = 0.5 * (J + J.T)
+        if not np.linalg.eigvalsh(inertia_g[k])[0] > 0:
+            raise ModelFileError(f"{path}: link {body_names[b]!r} has an inertia that is not positive definite")
+
+    # Joints: parent body, points and axes at the reference configuration (q = qpos0).
+    jinfo = []
+    for k, b in enumerate(groups):
+        if kind_of[b] == _FREE:
+            continue
+        j = m.body_jntadr[b]
+        par = m.body_parentid[b]
+        R_pb = R_in[par] @ R_rel[b]  # link b in its parent group's frame
+        p_pb = R_in[par] @ p_rel[b] + p_in[par]
+        s_c = np.asarray(m.jnt_pos[j], float)
+        a_c = np.asarray(m.jnt_axis[j], float) / np.linalg.norm(m.jnt_axis[j])
+        jinfo.append(
+            dict(
+                name=joint_names_all[j], joint=j, parent=body_of[par], child=k, prismatic=kind_of[b] == _SLIDE,
+                s_p=p_pb + R_pb @ s_c, a_p=R_pb @ a_c, s_c=s_c, a_c=a_c, C=R_pb, p_pb=p_pb,
+                ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
+            )
+        )  # fmt: skip
+    joint_names = [ji["name"] for ji in jinfo]  # MuJoCo's tree order (the file's), locked ones out
+
+    # Forward kinematics: origin o, rotation R, world velocities of the origin and angular.
+    R_w, o_w = np.zeros((nb, 3, 3)), np.zeros((nb, 3))
+    v_w, w_w = np.zeros((nb, 3)), np.zeros((nb, 3))
+    by_child = {ji["child"]: ji for ji in jinfo}
+    base = -1
+    for k, b in enumerate(groups):
+        if kind_of[b] == _FREE:
+            base = k if base < 0 else base
+            R_w[k], o_w[k] = R_rel[b], p_rel[b]
+            if base_velocity is not None:
+                try:
+                    v, w = (np.asarray(x, float).reshape(3) for x in base_velocity)
+                except (TypeError, ValueError):
+                    raise ValueError(f"load_model: base_velocity must be a pair (v (3,), omega (3,)), got {base_velocity!r}") from None
+                v_w[k], w_w[k] = v, R_w[k] @ w
+            continue
+        ji = by_child[k]
+        P = ji["parent"]
+        RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P], o_w[P], v_w[P], w_w[P])
+        dq = q_of.get(ji["name"], ji["ref"]) - ji["ref"]
+        qd = qd_of.get(ji["name"], 0.0)
+        a = RP @ ji["a_p"]
+        if ji["prismatic"]:
+            R_w[k] = RP @ ji["C"]
+            o_w[k] = oP + RP @ (ji["p_pb"] + dq * ji["a_p"])
+            w_w[k] = wP
+            v_w[k] = vP + np.cross(wP, o_w[k] - oP) + qd * a
+        else:
+            R_w[k] = RP @ ji["C"] @ _rot(ji["a_c"], dq)
+            pivot = oP + RP @ ji["s_p"]
+            o_w[k] = pivot - R_w[k] @ ji["s_c"]
+            w_w[k] = wP + qd * a
+            v_w[k] = vP + np.cross(wP, o_w[k] - oP) + qd * np.cross(a, o_w[k] - pivot)
+    if base_velocity is not None and base < 0:
+        raise ValueError("load_model: base_velocity is for a floating base; this robot's base is fixed")
+    rc = np.einsum("kij,kj->ki", R_w, com)
+    r0, v0 = o_w + rc, v_w + np.cross(w_w, rc)
+    omega0 = np.einsum("kji,kj->ki", R_w, w_w)
+
+    # Constraints, forces, joint space.
+    rows = []
+    for ji in jinfo:
+        P, K = ji["parent"], ji["child"]
+        if ji["prismatic"]:
+            u = _normal(ji["a_p"])
+            ref_j = ji["C"].T @ np.cross(ji["a_p"], u)
+            rows += C.prismatic(P, ji["s_p"], ji["a_p"], K, ji["s_c"], ji["a_c"], u, ref_j, name=ji["name"])
+        else:
+            rows += C.revolute(P, ji["s_p"], ji["a_p"], K, ji["s_c"], ji["a_c"], name=ji["name"])
+    forces = []
+    damping = np.array([ji["damping"] for ji in jinfo])
+    torque = _torques(joint_torques, joint_names, [k for k in movable_names if k in locked])
+    if jinfo and (np.any(damping != 0) or torque is not None):
+        forces.append(
+            JointForce(
+                parent=[ji["parent"] for ji in jinfo],
+                child=[ji["child"] for ji in jinfo],
+                axis=jnp.asarray(np.stack([ji["a_p"] for ji in jinfo])),
+                point=jnp.asarray(np.stack([ji["s_c"] - com[ji["child"]] for ji in jinfo])),
+                damping=jnp.asarray(damping),
+                torque=torque,
+                prismatic=[ji["prismatic"] for ji in jinfo],
+            )
+        )
+    names = tuple(body_names[b] for b in groups)
+    links = tuple((body_names[b], body_of[b], _pose_tuple(R_in[b], p_in[b])) for b in range(1, m.nbody))
+    mesh_list = tuple(
+        (body_names[m.geom_bodyid[g]], file, tuple(float(x) for x in m.geom_pos[g]) + tuple(float(x) for x in m.geom_quat[g]))
+        for g, file in sorted(meshes.items())
+    )
+    stack = lambda key, shape: jnp.asarray(np.stack([ji[key] for ji in jinfo]) if jinfo else np.zeros((0,) + shape))  # noqa: E731
+    space = JointSpace(
+        names=tuple(joint_names),
+        parent=tuple(ji["parent"] for ji in jinfo),
+        child=tuple(ji["child"] for ji in jinfo),
+        prismatic=tuple(ji["prismatic"] for ji in jinfo),
+        parent_point=stack("s_p", (3,)),
+        child_point=stack("s_c", (3,)),
+        axis=stack("a_p", (3,)),
+        normal=jnp.asarray(np.stack([_normal(ji["a_p"]) for ji in jinfo]) if jinfo else np.zeros((0, 3))),
+        relative_rotation=stack("C", (3, 3)),
+        reference=jnp.asarray(np.array([ji["ref"] for ji in jinfo])),
+        initial=jnp.asarray(np.array([q_of.get(ji["name"], ji["ref"]) for ji in jinfo])),
+        base=base,
+        links=links,
+        meshes=mesh_list,
+    )
+    g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
+    model = Model(
+        RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
+        r0=jnp.asarray(r0),
+        R0=jnp.asarray(R_w),
+        v0=jnp.asarray(v0),
+        omega0=jnp.asarray(omega0),
+        gravity=jnp.asarray(g),
+        forces=tuple(forces),
+        constraints=C.ConstraintSet(rows, nb) if rows else None,
+        body_names=names,
+        joints=space,
+    )
+    items = _not_modelled(m, collision, urdf)
+    if items:
+        warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
+    return model
+
+
+def _torques(value, joints: list[str], locked: list[str]):
+    """``None``, a callable ``t -> (nj,)``, or a :class:`JointTorques` from ``{name: value}``."""
+    if value is None:
+        return None
+    if callable(value) and not isinstance(value, Mapping):
+        return C.basic.as_driver(value)
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            "load_model: joint_torques must be {joint name: constant or function of t} or one "
+            f"function t -> (n_joints,), got {type(value).__name__}"
+        )
+    bad = [k for k in value if k not in joints]
+    if bad:
+        where = "locked" if all(k in locked for k in bad) else "unknown"
+        raise ValueError(f"load_model: joint_torques names {where} joints {bad}; movable joints are {joints}")
+    constant = [0.0] * len(joints)
+    constants, functions, index = {}, [], []
+    for name, u in value.items():
+        k = joints.index(name)
+        if callable(u):
+            functions.append(C.basic.as_driver(u))
+            index.append(k)
+        else:
+            constants[k] = jnp.asarray(u)
+            if constants[k].shape != ():
+                raise ValueError(f"load_model: joint_torques[{name!r}] must be a number or a function of t")
+    values = [constants.get(k, jnp.asarray(c)) for k, c in enumerate(constant)]
+    dtype = jnp.result_type(float, *values)
+    return JointTorques(jnp.stack([jnp.asarray(v, dtype) for v in values]), tuple(functions), tuple(index))
