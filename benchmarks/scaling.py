@@ -1,6 +1,6 @@
 """Cost per step and compile time against the number of bodies, beside Exudyn.
 
-    python benchmarks/scaling.py [--sizes 1 2 4 ... 256] [--models chain ...] [--solvers ga be-rA be-rp]
+    python benchmarks/scaling.py [--sizes 1 2 4 ... 256] [--models chain ...] [--solvers ga ga-mod be-rA be-rp]
                                  [--steps 100] [--repeats 3] [--plot benchmarks/scaling.png]
 
 Models (:mod:`difflie.models.mechanisms`): ``chain`` (rods on spherical joints hanging from the
@@ -8,7 +8,9 @@ ground, released from the horizontal), ``revolute`` (the same on revolute joints
 y), ``spider`` (a tree: a hub and four arms), ``ladder`` (a row of closed spatial four-bar
 loops, three bodies per loop); h = 1e-3, rho_inf = 0.9, float64. For each size:
 
-- difflie: ``GeneralizedAlpha()`` and ``BackwardEuler()`` (rA, rp). Compile time of the whole
+- difflie: ``GeneralizedAlpha()`` with full Newton (``ga``, the default: a fresh iteration
+  matrix every iteration) and with modified Newton (``ga-mod``: kept matrices, as Exudyn
+  does), and ``BackwardEuler()`` (rA, rp; modified Newton). Compile time of the whole
   ``simulate`` program (``difflie.xla.jit``, lowered and compiled once); memory of its buffers
   (XLA's memory analysis: arguments, outputs and temporaries). Per step: a jitted loop of the
   solver's ``step`` with the number of steps as an argument, timed at 1 and 1 + ``steps`` steps
@@ -47,6 +49,7 @@ MODELS = {
 }
 SOLVERS = {
     "ga": lambda: dl.GeneralizedAlpha(rho_inf=0.9),
+    "ga-mod": lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="modified"),
     "be-rA": lambda: dl.BackwardEuler(formulation="rA"),
     "be-rp": lambda: dl.BackwardEuler(formulation="rp"),
 }
@@ -119,8 +122,8 @@ def exudyn_case(model, steps, repeats, revolute):
         rotvec = _rotation_vector(R0[i])
         node = mbs.AddNode(NodeRigidBodyRotVecLG(referenceCoordinates=list(r0[i]) + list(rotvec)))
         J = inertia[i]
-        body = mbs.AddObject(ObjectRigidBody(physicsMass=float(mass[i]), nodeNumber=node,
-                                             physicsInertia=[J[0, 0], J[1, 1], J[2, 2], J[1, 2], J[0, 2], J[0, 1]]))  # fmt: skip
+        body = mbs.AddObject(ObjectRigidBody(mass=float(mass[i]), nodeNumber=node,
+                                             inertia=[J[0, 0], J[1, 1], J[2, 2], J[1, 2], J[0, 2], J[0, 1]]))  # fmt: skip
         mbs.AddLoad(LoadMassProportional(markerNumber=mbs.AddMarker(MarkerBodyMass(bodyNumber=body)),
                                          loadVector=[0.0, 0.0, -9.81]))  # fmt: skip
         nodes.append(node)
@@ -148,8 +151,8 @@ def exudyn_case(model, steps, repeats, revolute):
         s.timeIntegration.endTime = n * H
         s.timeIntegration.verboseMode = 0
         s.timeIntegration.generalizedAlpha.spectralRadius = 0.9
-        s.solutionSettings.writeSolutionToFile = False
-        s.linearSolverType = exu.LinearSolverType.EigenSparse
+        s.solution.file.write = False
+        s.linearSolver.solverType = exu.LinearSolverType.EigenSparse
         with contextlib.redirect_stdout(io.StringIO()):
             exu.SolveDynamic(mbs, s)
 
@@ -197,7 +200,7 @@ def main():
                 exu_us, exu_end = exudyn_case(model, args.steps, args.repeats, revolute=name == "revolute")
             for key in args.solvers:
                 compile_s, mb, us, end = difflie_case(model, SOLVERS[key](), args.steps, args.repeats)
-                diff = np.abs(end - exu_end).max() if (exu_end is not None and key == "ga") else float("nan")
+                diff = np.abs(end - exu_end).max() if (exu_end is not None and key.startswith("ga")) else float("nan")
                 row = dict(model=name, bodies=nb, solver=key, compile_s=compile_s, buffers_mb=mb, us_per_step=us,
                            exudyn_us_per_step=exu_us, ratio=us / exu_us, diff=diff)  # fmt: skip
                 print(f"{name:8s} {nb:4d}  {key:6s} {compile_s:8.2f} {mb:10.2f} {us:9.1f} {exu_us:12.1f} "

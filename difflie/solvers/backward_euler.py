@@ -88,7 +88,9 @@ class BackwardEuler(AbstractSolver):
     function theorem) use the exact Jacobian at the solution, not the kept matrix.
     ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology, built
     from compressed derivatives and factored as block-tridiagonal with blocks of up to this many
-    unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix.
+    unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix. The default keeps
+    one level (a body and its joint's rows) per block: larger blocks were slower on chains,
+    trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
     formulation: str = eqx.field(static=True, default="rA")
@@ -98,7 +100,7 @@ class BackwardEuler(AbstractSolver):
     newton: Literal["full", "modified"] = eqx.field(static=True, default="modified")
     extrapolation: int = eqx.field(static=True, default=3)
     matrix_reuse: int = eqx.field(static=True, default=30)
-    block_size: int | None = eqx.field(static=True, default=48)
+    block_size: int | None = eqx.field(static=True, default=16)
 
     order: ClassVar[int] = 1
 

@@ -145,7 +145,9 @@ class GeneralizedAlpha(AbstractSolver):
       ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (Arnold & Brüls 2007).
     - ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology,
       built from compressed derivatives and factored as block-tridiagonal with blocks of up to
-      this many unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix.
+      this many unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix. The
+      default keeps one level (a body and its joint's rows) per block: larger blocks were
+      slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
     rho_inf: float = 0.9
@@ -159,7 +161,7 @@ class GeneralizedAlpha(AbstractSolver):
     reuse_across_steps: bool = eqx.field(static=True, default=True)
     scaling: bool = eqx.field(static=True, default=True)
     extrapolation: int = eqx.field(static=True, default=3)
-    block_size: int | None = eqx.field(static=True, default=48)
+    block_size: int | None = eqx.field(static=True, default=16)
 
     order: ClassVar[int] = 2
 
