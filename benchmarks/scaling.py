@@ -81,13 +81,19 @@ def best(fn, repeats):
 
 def difflie_case(model, solver, steps, repeats):
     """``(compile s, buffers MB, us per step, positions after steps)``."""
-    sim = dl.xla.jit(lambda m: dl.simulate(m, solver, 0.0, steps * H, H, saveat=dl.SaveAt(t1=True)).position[-1])
+    def run(m):
+        sol = dl.simulate(m, solver, 0.0, steps * H, H, saveat=dl.SaveAt(t1=True), throw=False)
+        return sol.position[-1], sol.result == dl.RESULTS.successful
+
+    sim = dl.xla.jit(run)
     t = time.perf_counter()
     compiled = sim.lower(model).compile()
     compile_s = time.perf_counter() - t
     mem = compiled.memory_analysis()
     mbytes = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes) / 1e6 if mem else float("nan")
-    end = np.asarray(compiled(model))
+    end, ok = compiled(model)
+    if not bool(ok):  # reported in the table; the per-step time is still measured
+        end = np.full(end.shape, np.nan)
 
     init = dl.xla.jit(lambda m: solver.init(m, 0.0, H))
 
@@ -107,7 +113,7 @@ def difflie_case(model, solver, steps, repeats):
         jax.block_until_ready(advance(model, y0, s0, n))
     one = best(lambda: jax.block_until_ready(advance(model, y0, s0, 1)), repeats)
     many = best(lambda: jax.block_until_ready(advance(model, y0, s0, 1 + steps)), repeats)
-    return compile_s, mbytes, 1e6 * (many - one) / steps, end
+    return compile_s, mbytes, 1e6 * (many - one) / steps, np.asarray(end)
 
 
 def exudyn_case(model, steps, repeats, revolute):
@@ -201,10 +207,11 @@ def main():
             for key in args.solvers:
                 compile_s, mb, us, end = difflie_case(model, SOLVERS[key](), args.steps, args.repeats)
                 diff = np.abs(end - exu_end).max() if (exu_end is not None and key.startswith("ga")) else float("nan")
+                ok = bool(np.all(np.isfinite(end)))
                 row = dict(model=name, bodies=nb, solver=key, compile_s=compile_s, buffers_mb=mb, us_per_step=us,
-                           exudyn_us_per_step=exu_us, ratio=us / exu_us, diff=diff)  # fmt: skip
+                           exudyn_us_per_step=exu_us, ratio=us / exu_us, diff=diff, successful=ok)  # fmt: skip
                 print(f"{name:8s} {nb:4d}  {key:6s} {compile_s:8.2f} {mb:10.2f} {us:9.1f} {exu_us:12.1f} "
-                      f"{us / exu_us:8.2f}  {diff:.1e}", flush=True)  # fmt: skip
+                      f"{us / exu_us:8.2f}  {diff:.1e}" + ("" if ok else "  (the run failed: Newton)"), flush=True)  # fmt: skip
                 if args.json:
                     with open(args.json, "a") as fh:
                         fh.write(json.dumps(row) + "\n")
