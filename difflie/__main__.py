@@ -303,7 +303,7 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m difflie", description="Simulate rigid and multibody systems.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("simulate", help="simulate a model file or a built-in model")
-    s.add_argument("model", help="model file (.json, .mdl) or built-in name (see `list`)")
+    s.add_argument("model", help="model file (.json, .mdl; a robot: .urdf, MJCF .xml) or built-in name (see `list`)")
     s.add_argument("--solver", choices=list(SOLVERS))
     s.add_argument("--formulation", choices=["rA", "rp", "re"])
     s.add_argument("--dt", type=float, help="step size (initial step for dopri5); default 1e-3")

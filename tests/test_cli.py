@@ -271,3 +271,56 @@ def test_paper_model_file_without_masses(capsys):
     assert "(command line: --mass)" in _err(capsys)
     assert main(["simulate", path, "--mass", "2", "--inertia", "0.5", "--t1", "0.003"]) == 0
     assert "steps 3," in capsys.readouterr().out
+
+
+ARM_URDF = """<?xml version="1.0"?>
+<robot name="arm">
+  <link name="base"/>
+  <link name="link">
+    <inertial><origin xyz="0 0 -0.25"/><mass value="1"/>
+      <inertia ixx="0.02" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.001"/></inertial>
+  </link>
+  <joint name="hinge" type="revolute">
+    <parent link="base"/><child link="link"/><origin xyz="0 0 1" rpy="0.5 0 0"/><axis xyz="1 0 0"/>
+    <limit lower="-2" upper="2" effort="10" velocity="5"/>
+  </joint>
+</robot>
+"""
+
+
+def test_simulate_urdf(tmp_path, capsys):
+    """A URDF runs from the command line: generalized-alpha by default (the robot's joints are
+    constraints), the unmodelled joint limit named in one warning line, and the trajectory that
+    of the library called directly."""
+    pytest.importorskip("mujoco")
+    path, out = write(tmp_path, "arm.urdf", ARM_URDF), tmp_path / "arm.npz"
+    assert main(["simulate", path, "--t1", "0.02", "--dt", "1e-3", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "with gen-alpha" in captured.err and "steps 20," in captured.out
+    warning = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "not modelled: joint limits (1 joint)" in warning[0], captured.err
+    data = np.load(out)
+    assert list(data["body_names"]) == ["link"] and data["position"].shape == (21, 1, 3)
+    with pytest.warns(dl.io.RobotModelWarning):
+        model = dl.load_model(path)
+    ref = dl.simulate(model, dl.GeneralizedAlpha(rho_inf=0.9), 0.0, 0.02, 1e-3, saveat=dl.SaveAt(steps=True))
+    np.testing.assert_allclose(data["position"], np.asarray(ref.position), atol=1e-13)
+    # held 0.5 rad from hanging (the joint's zero) and released: q(t) ~ -alpha t^2 / 2 with
+    # alpha = m g d sin(0.5) / (J + m d^2) = 14.25 rad/s^2 (d = 0.25 m)
+    q = np.asarray(dl.joint_coordinates(model, ref))[:, 0]
+    alpha = 9.81 * 0.25 * np.sin(0.5) / (0.02 + 0.25**2)
+    assert q[0] == pytest.approx(0.0, abs=1e-14) and q[-1] == pytest.approx(-alpha * 0.02**2 / 2, rel=1e-2)
+
+
+@pytest.mark.slow
+def test_simulate_panda_urdf(capsys):
+    """Slow (compiles a 9-body, 45-row step): the Franka Panda of ``example-robot-data``."""
+    pytest.importorskip("mujoco")
+    from test_robots import PANDA
+
+    if PANDA is None:
+        pytest.skip("needs example-robot-data (pip install -e '.[test]')")
+    assert main(["simulate", PANDA, "--t1", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert "with gen-alpha" in captured.out + captured.err and "steps 10," in captured.out
+    assert "max constraint residual" in captured.out
