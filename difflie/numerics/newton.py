@@ -107,6 +107,7 @@ def newton_solve(
     jac: Float[Array, "n n"] | None = None,
     inverse: Float[Array, "n n"] | None = None,
     scale: Float[Array, " n"] | None = None,
+    floor: tuple[Float[Array, " n"], Float[Array, ""]] | None = None,
     structure=None,
 ) -> NewtonSolution:
     """Solve ``fn(x, args) = 0`` from ``x0``; differentiable in ``args`` by the IFT.
@@ -115,7 +116,9 @@ def newton_solve(
     (optional, modified Newton only) is the iteration matrix to use instead of ``dF/dx(x0)``;
     it is not differentiated. ``inverse`` (optional, modified Newton only): the inverse of such a
     matrix (:func:`difflie.numerics.linear.inverse`), e.g. kept from an earlier step. ``scale``
-    (optional) weights the correction in the stopping test. ``structure`` (optional, a
+    (optional) weights the correction in the stopping test. ``floor = (weights, tol)``
+    (optional): a second test, met when ``||weights * delta|| < tol`` (a correction below the
+    rounding of what it moves). ``structure`` (optional, a
     :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves): build and factor the
     iteration matrix by blocks, for the iterations and the derivatives.
     """
@@ -173,6 +176,8 @@ def newton_solve(
             dnorm = _norm(w * delta)
             # The correction against the tolerance: < 0 means converged.
             excess = dnorm - tol - rtol * _norm(x_new)
+            if floor is not None:
+                excess = jnp.minimum(excess, _norm(floor[0] * delta) - floor[1])
             return x_new, dnorm, excess, jnp.all(jnp.isfinite(x_new))
 
         def cond(carry):

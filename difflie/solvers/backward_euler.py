@@ -14,8 +14,10 @@ rows, pinned points included, plus the normalisation rows for rp (both from
 :mod:`difflie.dae`, as every implicit solver reads them). The residual is written once; the
 Newton matrix is its ``jax.jacfwd`` (no hand-derived stiffness); the constraint rows carry the
 paper's ``1/h^2`` scaling so the matrix is O(1). Newton stops when ``||delta||_2 < tol`` with
-``tol = tol_constant / h^2`` by default (the paper's ``Theta h^2 = 1e-11``; float32 measures the
-correction as the position change it makes, ``BackwardEuler._stopping_test``); reaching
+``tol = tol_constant / h^2`` by default (the paper's ``Theta h^2 = 1e-11``), or when the
+correction, measured as the position change it makes, is at the positions' rounding (the only
+test in float32; in float64 it decides only for large mechanisms,
+``BackwardEuler._stopping_test``); reaching
 ``max_iterations`` is reported as ``RESULTS.newton_failed``. Gradients of a step come from the
 implicit-function theorem (:func:`difflie.numerics.newton.newton_solve`).
 
@@ -44,7 +46,7 @@ from .base import AbstractSolver, StepStats
 from .predictor import History
 
 
-# Below float64: Newton stops at position changes of this many ulps (``_stopping_test``).
+# Newton stops at position changes of this many ulps (``_stopping_test``).
 _ROUNDING_ULPS = 16
 
 
@@ -131,23 +133,27 @@ class BackwardEuler(AbstractSolver):
         own = np.concatenate([np.repeat(bodies, 3), np.repeat(bodies, form.dim)])
         return sparsity.block_structure(nb, model.coupling(), own, rows, (n_acc, rows.shape[0]), self.block_size)
 
-    def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, Array | None]:
-        """``(tol, weights)``: Newton stops when ``||weights * delta||_2 < tol``.
+    def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, tuple[Array, Array]]:
+        """``(tol, floor)``: Newton stops when ``||delta||_2 < tol`` or when the rounding test
+        ``floor = (w, ulps)`` holds, ``||w * delta||_2 < ulps``.
 
         Float64, or a given ``tol``: ``tol_constant / h^2`` (or ``tol``) on the plain correction.
-        Below float64 the paper's test is out of reach: a correction ``da`` moves the positions by
-        ``h^2 da``, and their rounding, ``eps L`` with ``L = max(1, |r|)``, makes ``da`` noisy at
-        ``eps L / h^2`` (about 0.2 m/s^2 in float32 at h = 1e-3), the multipliers more. So the
-        correction of the accelerations is measured as the position change it makes, relative
-        to ``L``, against ``_ROUNDING_ULPS`` ulps (the multipliers follow the accelerations)."""
-        if self.tol is not None:
-            return jnp.asarray(self.tol, h.dtype), None
-        if jnp.finfo(h.dtype).bits >= 64:
-            return self.tol_constant / h**2, None
+        That can be out of reach: a correction ``da`` moves the positions by ``h^2 da``, and
+        their rounding, ``eps L`` with ``L = max(1, |r|)``, makes ``da`` noisy at ``eps L / h^2``
+        (about 0.2 m/s^2 in float32 at h = 1e-3), the multipliers more (a 256-body chain in
+        float64 at h = 1e-3: ``|d lambda|`` stalls at 1e-5 to 4e-5 against ``tol`` = 1e-5, with
+        ``|da|`` at 1e-7). So the rounding test measures the correction of the accelerations as
+        the position change it makes, relative to ``L``, against ``_ROUNDING_ULPS`` ulps (the
+        multipliers follow the accelerations); below float64 it is the only test."""
         scale = jax.lax.stop_gradient(h**2 / jnp.maximum(1.0, jnp.max(jnp.abs(y0.position))))
         acc, lam = x0
         weights = jnp.concatenate([jnp.full_like(acc, scale), jnp.zeros_like(lam)])
-        return _ROUNDING_ULPS * jnp.finfo(h.dtype).eps, weights
+        floor = (weights, _ROUNDING_ULPS * jnp.finfo(h.dtype).eps)
+        if self.tol is not None:
+            return jnp.asarray(self.tol, h.dtype), floor
+        if jnp.finfo(h.dtype).bits >= 64:
+            return self.tol_constant / h**2, floor
+        return jnp.asarray(0.0, h.dtype), floor
 
     def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, BackwardEulerSolverState]:
         r, rot, rdot, rate, acc, lam = dae.consistent_state(model, self.form, t0)
@@ -170,7 +176,7 @@ class BackwardEuler(AbstractSolver):
         """Newton on the step residual: ``(solution, factors, fresh, iterations)``; the
         solution's ``num_steps`` counts its last attempt, ``iterations`` also those of a failed
         attempt on a kept matrix."""
-        tol, weights = self._stopping_test(h, y0, x0)
+        tol, floor = self._stopping_test(h, y0, x0)
         st = self.structure(model)
         newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified")
         args = (model, t1, h, y0)
@@ -179,7 +185,7 @@ class BackwardEuler(AbstractSolver):
             return self.residual(a[0], a[1], a[2], a[3], x)
 
         if not self._keeps_matrix:
-            sol = newton_solve(residual, x0, args, newton, scale=weights, structure=st)
+            sol = newton_solve(residual, x0, args, newton, floor=floor, structure=st)
             return sol, None, jnp.array(True), sol.num_steps
 
         # Modified Newton without derivatives, on the kept matrix unless it is stale; if that
@@ -200,18 +206,19 @@ class BackwardEuler(AbstractSolver):
             x = jnp.where(build, flat0, c["x"])
             delta = st.solve(factors, ravel_pytree(residual(unravel(x), args_ng))[0])
             x = x - delta
-            dnorm = jnp.linalg.norm(delta if weights is None else weights * delta)
+            dnorm = jnp.linalg.norm(delta)
+            done = (dnorm < tol) | (jnp.linalg.norm(floor[0] * delta) < floor[1])
             k = jnp.where(build, 1, c["k"] + 1)
-            failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_iterations) & (dnorm >= tol))
+            failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_iterations) & ~done)
             fresh = c["fresh"] | build
-            return dict(x=x, factors=factors, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm)
+            return dict(x=x, factors=factors, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm, done=done)
 
         def cond(c):
-            return (~(c["dnorm"] < tol) | c["failed"]) & ~(c["failed"] & c["fresh"])
+            return (~c["done"] | c["failed"]) & ~(c["failed"] & c["fresh"])
 
         zero = jnp.array(0, jnp.int32)
         init = dict(x=flat0, factors=state.factors, fresh=jnp.array(False), failed=jnp.array(False), k=zero, total=zero,
-                    dnorm=jnp.asarray(jnp.inf, flat0.dtype))  # fmt: skip
+                    dnorm=jnp.asarray(jnp.inf, flat0.dtype), done=jnp.array(False))  # fmt: skip
         out = jax.lax.while_loop(cond, body, init)
         value = implicit_derivatives(residual, unravel(out["x"]), args, st)
         result = RESULTS.where(out["failed"], RESULTS.newton_failed, RESULTS.successful)
