@@ -44,6 +44,8 @@ from jaxtyping import Array, ArrayLike, Float
 
 from . import xla
 from .body import RigidBody
+from .forces import JointForce
+from .joint_space import LinearInterpolation, joint_coordinates, with_joint_state
 from .lie import SO3
 from .simulate import SaveAt, simulate
 
@@ -178,6 +180,83 @@ class Measurements(eqx.Module):
             raise ValueError(f"Measurements: axes must be a non-empty subset of (0, 1, 2), got {self.axes}")
 
 
+class JointMeasurements(eqx.Module):
+    """A robot's measured joint trajectory for identification through the simulator by
+    multiple shooting (Bock & Plitt, 1984): joint positions ``q`` and joint torques ``torque``
+    (n, nj), sampled every ``sample_dt`` seconds from ``t = 0``, in the order of
+    ``model.joint_names``.
+
+    The record is cut into windows of ``window`` sample intervals starting at samples ``0,
+    window, 2 window, ...`` (``start_q``/``start_qd`` (nw, nj): the joint state at each start,
+    e.g. the filtered measurements). Each window is simulated from its start state, driven by
+    the measured torques (linear between samples), and every ``every``-th sample of the window
+    after its start is compared: residual ``(q_sim - q) / sigma_q`` (``sigma_q`` (nj,) or a
+    number). Short windows keep the open-loop error growth of an unstable robot small; the
+    windows run one after another in one compiled loop (``lax.map``).
+    """
+
+    sample_dt: float = eqx.field(static=True, converter=float)
+    window: int = eqx.field(static=True, converter=int)
+    every: int = eqx.field(static=True, converter=int)
+    q: Float[Array, "n nj"]
+    torque: Float[Array, "n nj"]
+    start_q: Float[Array, "nw nj"]
+    start_qd: Float[Array, "nw nj"]
+    sigma_q: Float[Array, "*nj"] = eqx.field(default=1.0, converter=jnp.asarray)
+
+    def __check_init__(self):
+        n = self.q.shape[0]
+        if self.q.ndim != 2 or self.torque.shape != self.q.shape:
+            raise ValueError(f"JointMeasurements: q and torque must both be (n, n_joints), got {self.q.shape}, {self.torque.shape}")
+        if self.window < 1 or self.every < 1 or self.window % self.every:
+            raise ValueError(f"JointMeasurements: window ({self.window}) must be a positive multiple of every ({self.every})")
+        if self.start_q.shape != (self.num_windows, self.q.shape[1]) or self.start_qd.shape != self.start_q.shape:
+            raise ValueError(
+                f"JointMeasurements: {n} samples make {self.num_windows} windows of {self.window}; start_q and "
+                f"start_qd must be {(self.num_windows, self.q.shape[1])}, got {self.start_q.shape}, {self.start_qd.shape}"
+            )
+        if self.num_windows < 1 or not self.sample_dt > 0:
+            raise ValueError(f"JointMeasurements: need sample_dt > 0 and at least window + 1 = {self.window + 1} samples, got {n}")
+
+    @property
+    def num_windows(self) -> int:
+        return (self.q.shape[0] - 1) // self.window
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Sample index of each window's start."""
+        return np.arange(self.num_windows) * self.window
+
+    @property
+    def compared(self) -> np.ndarray:
+        """``(nw, k)`` sample indices compared in each window."""
+        return self.starts[:, None] + np.arange(self.every, self.window + 1, self.every)[None, :]
+
+
+def _with_torque(model, signal):
+    """``model`` with the joint-torque signal of its :class:`JointForce` replaced."""
+    idx = [i for i, f in enumerate(model.forces) if isinstance(f, JointForce)]
+    if len(idx) != 1:
+        raise ValueError("JointMeasurements: the model needs one JointForce (load the robot with joint_torques=...)")
+    return eqx.tree_at(lambda m: m.forces[idx[0]].torque, model, signal, is_leaf=lambda x: x is None)
+
+
+def windowed_joint_positions(model, solver, data: JointMeasurements, *, dt: float, **kwargs) -> Float[Array, "nw k nj"]:
+    """Joint positions simulated over every window of ``data`` at its compared samples."""
+    local = (np.arange(data.every, data.window + 1, data.every) * data.sample_dt).tolist()
+    t1 = data.window * data.sample_dt
+    ts_all = jnp.arange(data.q.shape[0], dtype=data.q.dtype) * data.sample_dt
+
+    def one(t_start, q0, qd0):
+        m = _with_torque(model, LinearInterpolation(ts_all - t_start, data.torque))
+        m = with_joint_state(m, q0, qd0)
+        sol = simulate(m, solver, 0.0, t1, dt, saveat=SaveAt(ts=np.asarray(local)), **kwargs)
+        return joint_coordinates(m, sol)
+
+    t_start = jnp.asarray(data.starts * data.sample_dt, data.q.dtype)
+    return jax.lax.map(lambda x: one(*x), (t_start, data.start_q, data.start_qd))
+
+
 def marker_positions(model, sol, bodies: tuple[int, ...], markers) -> Float[Array, "n k 3"]:
     """World positions of body points ``markers`` (body axes, from the body-frame origin)."""
     idx = np.asarray(bodies)
@@ -188,7 +267,11 @@ def marker_positions(model, sol, bodies: tuple[int, ...], markers) -> Float[Arra
 
 
 def residuals(model, solver, data: Measurements, *, dt: float, t0: float = 0.0, **kwargs) -> Float[Array, " N"]:
-    """Whitened residuals of ``model`` simulated by ``solver`` against ``data`` (flat)."""
+    """Whitened residuals of ``model`` simulated by ``solver`` against ``data`` (flat); for
+    :class:`JointMeasurements`, the joint positions of all windows (``t0`` unused)."""
+    if isinstance(data, JointMeasurements):
+        q = windowed_joint_positions(model, solver, data, dt=dt, **kwargs)
+        return ((q - data.q[data.compared]) / data.sigma_q).reshape(-1)
     sol = simulate(model, solver, t0, data.ts[-1], dt, saveat=SaveAt(ts=np.asarray(data.ts)), **kwargs)
     parts = []
     if data.position is not None:
@@ -307,6 +390,7 @@ def fit(
     refine_steps: int = 30,
     gtol: float = 1e-10,
     xtol: float = 1e-12,
+    damping: str = "marquardt",
     callback: Callable[[str, int, float, float], None] | None = print_progress,
     report_every: int = 10,
     simulate_kwargs: dict | None = None,
@@ -319,9 +403,23 @@ def fit(
     ``"lbfgs"`` (optax). Stops when ``|grad| <= gtol (1 + loss)`` or the relative step is below
     ``xtol``. ``callback(stage, iteration, loss, grad_norm)`` reports progress (every
     ``report_every`` Adam steps, every refinement step).
+
+    ``damping`` of the Gauss-Newton step ``(J^T J + lam D) s = -J^T r``: ``"marquardt"``
+    (Marquardt, 1963: ``D = diag(J^T J)``, invariant to the scale of each coordinate; suits a
+    problem where every coordinate is identifiable) or ``"levenberg"`` (Levenberg, 1944: ``D =
+    mean(diag(J^T J)) I``). Take ``"levenberg"`` when combinations of the parameters are not
+    identifiable (a robot's inertial parameters: only the base parameters of Gautier & Khalil,
+    1990, are): there ``diag(J^T J)`` is tiny or zero for a coordinate that the data hardly see,
+    Marquardt's damping hardly restrains it and the steps run off along it; Levenberg's keeps the
+    step small in every direction the data do not fix (as ``lam -> 0`` it tends to the
+    minimum-norm Gauss-Newton step, which leaves the unidentifiable combinations where they
+    start). Marquardt's ``D`` is floored at ``1e-12 max(D)`` so that a coordinate with a zero
+    column (not in the residuals at all) is not moved and the damped matrix stays regular.
     """
     if refine not in ("gauss_newton", "lbfgs"):
         raise ValueError(f"fit: refine must be 'gauss_newton' or 'lbfgs', got {refine!r}")
+    if damping not in ("marquardt", "levenberg"):
+        raise ValueError(f"fit: damping must be 'marquardt' or 'levenberg', got {damping!r}")
     kwargs = dict(simulate_kwargs or {})
     theta = jnp.asarray(theta0)
     if theta.ndim != 1:
@@ -353,10 +451,15 @@ def fit(
             iterations["adam"] = it + 1
     # -- stage 2: Gauss-Newton (Levenberg-Marquardt) or L-BFGS
     if refine == "gauss_newton":
-        theta = _levenberg_marquardt(theta, args, refine_steps, gtol, xtol, note, finite_or_raise, iterations)
+        theta, r, jac = _levenberg_marquardt(
+            theta,
+            lambda th: _residuals_and_jacobian(th, *args),
+            lambda th: _loss(th, *args),
+            refine_steps, gtol, xtol, note, finite_or_raise, iterations, damping,
+        )  # fmt: skip
     else:
         theta = _lbfgs(theta, args, refine_steps, gtol, note, finite_or_raise, iterations)
-    r, jac = _residuals_and_jacobian(theta, *args)
+        r, jac = _residuals_and_jacobian(theta, *args)
     loss = 0.5 * float(jnp.sum(r * r))
     grad_norm = float(jnp.linalg.norm(jac.T @ r))
     n, p = jac.shape
@@ -366,9 +469,13 @@ def fit(
     return FitResult(theta, loss, grad_norm, cov, s2, n, iterations, history)
 
 
-def _levenberg_marquardt(theta, args, steps, gtol, xtol, note, check, iterations):
+def _levenberg_marquardt(theta, residuals_and_jacobian, loss_fn, steps, gtol, xtol, note, check, iterations, damping="marquardt"):
+    """Levenberg-Marquardt on ``residuals_and_jacobian(theta) -> (r, J)`` with the trial losses
+    ``loss_fn(theta)``: the damping ``lam`` is raised (x4) until a step lowers the loss, lowered
+    (/3) after each accepted step. A non-finite trial loss (a simulation that failed with
+    ``throw=False``) counts as no decrease. Returns ``theta`` and its residuals and Jacobian."""
     lam = 1e-3
-    r, jac = _residuals_and_jacobian(theta, *args)
+    r, jac = residuals_and_jacobian(theta)
     loss = 0.5 * float(jnp.sum(r * r))
     for it in range(steps):
         check((r, jac), "gauss_newton", it)
@@ -378,10 +485,15 @@ def _levenberg_marquardt(theta, args, steps, gtol, xtol, note, check, iterations
         if gnorm <= gtol * (1.0 + loss):
             break
         A = jac.T @ jac
+        d = jnp.diag(A)
+        if damping == "marquardt":
+            D = jnp.maximum(d, 1e-12 * jnp.max(d))  # a zero column would make A + lam D singular
+        else:
+            D = jnp.full_like(d, jnp.mean(d))
         for _ in range(20):  # raise the damping until the loss decreases
-            step = -jnp.linalg.solve(A + lam * jnp.diag(jnp.diag(A)), g)
+            step = -jnp.linalg.solve(A + lam * jnp.diag(D), g)
             trial = theta + step
-            trial_loss = float(_loss(trial, *args))
+            trial_loss = float(loss_fn(trial)) if bool(jnp.all(jnp.isfinite(step))) else float("nan")
             if np.isfinite(trial_loss) and trial_loss <= loss:
                 break
             lam *= 4.0
@@ -390,11 +502,11 @@ def _levenberg_marquardt(theta, args, steps, gtol, xtol, note, check, iterations
         theta = trial
         lam = max(lam / 3.0, 1e-12)
         iterations["gauss_newton"] = it + 1
-        r, jac = _residuals_and_jacobian(theta, *args)
+        r, jac = residuals_and_jacobian(theta)
         loss = 0.5 * float(jnp.sum(r * r))
         if float(jnp.linalg.norm(step)) <= xtol * (1.0 + float(jnp.linalg.norm(theta))):
             break
-    return theta
+    return theta, r, jac
 
 
 def _lbfgs(theta, args, steps, gtol, note, check, iterations):

@@ -16,17 +16,27 @@ and the rates, with world angular velocities ``w = R omega`` and point velocitie
 
 Revolute angles are continuous along the saves (unwrapped) and on the branch nearest the initial
 joint positions at the first save.
+
+The other way, :func:`forward_kinematics` places the bodies at joint positions and rates (traced,
+one ``lax.scan`` over the joints in tree order), :func:`with_joint_state` makes it a model's
+initial state (multiple shooting starts each window there) and :func:`with_bodies` swaps a
+robot's inertial parameters, keeping its link frames where they are. :class:`LinearInterpolation`
+turns sampled joint torques into the ``t -> u`` signal that ``joint_torques`` takes.
 """
 
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .lie import cross
+from .body import RigidBody
+from .forces import JointForce
+from .lie import SO3, cross
 from .lie.ops import mv
+from .results import BodyState
 
 
 class JointSpace(eqx.Module):
@@ -154,4 +164,119 @@ def joint_velocities(model, solution) -> Float[Array, "*n nj"]:
     return jnp.where(np.asarray(js.prismatic), slide, revolute)
 
 
-__all__ = ["JointSpace", "joint_coordinates", "joint_velocities"]
+def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None) -> BodyState:
+    """Body states at joint positions ``q`` and rates ``qd`` (order of ``model.joint_names``;
+    ``None``: at rest), with the ground and a floating base where ``model`` has them.
+
+    One ``lax.scan`` over the joints in tree order (parents first, as the loader orders them),
+    so it traces once whatever the number of bodies. For joint ``k`` from parent ``p`` (origin
+    ``o_p``, rotation ``R_p``, world velocities ``v_p`` of the origin and ``w_p``) to child ``c``,
+    with ``dq = q - q_ref``, ``a = R_p axis`` and the child-frame axis ``a_c = C^T axis``:
+
+        revolute:   R_c = R_p C Rot(a_c, dq),  o_c = P - R_c s_c,  P = o_p + R_p s_p,
+                    w_c = w_p + qd a,  v_c = v_p + w_p x (o_c - o_p) + qd a x (o_c - P)
+        prismatic:  R_c = R_p C,  o_c = o_p + R_p (s_p - C s_c + dq axis),
+                    w_c = w_p,  v_c = v_p + w_p x (o_c - o_p) + qd a
+
+    The result satisfies the joint constraints to rounding, and :func:`joint_coordinates` and
+    :func:`joint_velocities` read ``q`` and ``qd`` back from it."""
+    js = _joint_space(model)
+    nb = model.num_bodies
+    r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
+    dtype = jnp.result_type(r0.dtype, jnp.asarray(q).dtype)
+    q = jnp.asarray(q, dtype)
+    qd = jnp.zeros_like(q) if qd is None else jnp.asarray(qd, dtype)
+    if q.shape != (js.num_joints,) or qd.shape != (js.num_joints,):
+        raise ValueError(f"forward_kinematics: q and qd must have shape ({js.num_joints},), got {q.shape}, {qd.shape}")
+    # start from the model's own state (ground at row nb; a floating base keeps its state)
+    o, R, v, w = _poses(model, BodyState(r0.astype(dtype), R0.astype(dtype), jnp.asarray(model.v0, dtype), jnp.asarray(model.omega0, dtype)))
+    p, c = _indices(js, nb)
+    C = js.relative_rotation.astype(dtype)
+    axis, sp, sc = js.axis.astype(dtype), js.parent_point.astype(dtype), js.child_point.astype(dtype)
+    a_c = jnp.einsum("kji,kj->ki", C, axis)
+    offset = sp - mv(C, sc)
+    xs = (jnp.asarray(p), jnp.asarray(c), jnp.asarray(np.asarray(js.prismatic)), q - js.reference.astype(dtype), qd,
+          C, axis, sp, sc, a_c, offset)  # fmt: skip
+
+    def joint(carry, x):
+        o, R, v, w = carry
+        pk, ck, pri, dq, qdk, Ck, ax, spk, sck, ack, off = x
+        op, Rp, vp, wp = o[pk], R[pk], v[pk], w[pk]
+        a = Rp @ ax
+        Rr = Rp @ Ck @ SO3.exp(ack * dq).as_matrix()
+        pivot = op + Rp @ spk
+        o_rev = pivot - Rr @ sck
+        o_pri = op + Rp @ (off + dq * ax)
+        oc = jnp.where(pri, o_pri, o_rev)
+        Rc = jnp.where(pri, Rp @ Ck, Rr)
+        wc = jnp.where(pri, wp, wp + qdk * a)
+        vc = vp + cross(wp, oc - op) + jnp.where(pri, qdk * a, qdk * cross(a, oc - pivot))
+        return (o.at[ck].set(oc), R.at[ck].set(Rc), v.at[ck].set(vc), w.at[ck].set(wc)), None
+
+    (o, R, v, w), _ = jax.lax.scan(joint, (o, R, v, w), xs)
+    o, R, v, w = o[:nb], R[:nb], v[:nb], w[:nb]
+    rc = mv(R, model.bodies.com.astype(dtype))
+    return BodyState(o + rc, R, v + cross(w, rc), jnp.einsum("kji,kj->ki", R, w))
+
+
+def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None):
+    """``model`` with its initial state at joint positions ``q`` and rates ``qd`` (see
+    :func:`forward_kinematics`; :func:`joint_coordinates` then reads revolute angles on the
+    branch of ``q``); traceable, so windows can start from measured joint states inside one
+    compiled program."""
+    s = forward_kinematics(model, q, qd)
+    q = jnp.asarray(q, s.position.dtype)
+    return eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0, m.joints.initial), model,
+                       (s.position, s.rotation, s.velocity, s.angular_velocity, q))  # fmt: skip
+
+
+def with_bodies(model, bodies: RigidBody):
+    """``model`` with the inertial parameters of ``bodies`` (mass, COM in the link frame, inertia
+    about the COM): link frames, joints and the initial state's link poses and velocities stay
+    where they are. What depends on the COM moves with it: the initial COM positions and
+    velocities and the joint points of :class:`~difflie.forces.JointForce` (kept relative to
+    the COM). Traceable: ``bodies`` may come from parameters being fitted."""
+    if bodies.mass.shape != model.bodies.mass.shape:
+        raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")
+    others = [type(f).__name__ for f in model.forces if not isinstance(f, JointForce)]
+    if others:
+        raise ValueError(f"with_bodies: cannot move the COM-relative points of force elements {others}")
+    old, new = model.bodies.com, bodies.com.astype(model.bodies.com.dtype)
+    R, w_body = model.R0, model.omega0
+    shift = mv(R, new - old)
+    r0 = model.r0 + shift
+    v0 = model.v0 + mv(R, cross(w_body, new - old))
+    forces = tuple(eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)]) for f in model.forces)
+    named = RigidBody(bodies.mass, bodies.inertia, bodies.com, names=model.bodies.names)
+    return eqx.tree_at(lambda m: (m.bodies, m.r0, m.v0, m.forces), model, (named, r0, v0, forces))
+
+
+class LinearInterpolation(eqx.Module):
+    """A sampled signal as a function of time: ``values`` (n, ...) at increasing ``ts`` (n,),
+    linear in between and held constant outside ``[ts[0], ts[-1]]``. Both are pytree leaves, so
+    shifted copies (``ts - t_start`` per window) batch under ``vmap``; pass one as
+    ``joint_torques=`` (values ``(n, n_joints)``) to drive a robot with measured torques."""
+
+    ts: Float[Array, " n"]
+    values: Float[Array, "n ..."]
+
+    def __check_init__(self):
+        if self.ts.ndim != 1 or self.ts.shape[0] < 2 or self.values.shape[:1] != self.ts.shape:
+            raise ValueError(f"LinearInterpolation: ts must be (n,) with n >= 2 and values (n, ...); got {self.ts.shape}, {self.values.shape}")
+
+    def __call__(self, t):
+        ts = self.ts
+        i = jnp.clip(jnp.searchsorted(ts, t, side="right") - 1, 0, ts.shape[0] - 2)
+        s = jnp.clip((t - ts[i]) / (ts[i + 1] - ts[i]), 0.0, 1.0)
+        return self.values[i] + s * (self.values[i + 1] - self.values[i])
+
+
+__all__ = [
+    "JointSpace",
+    "LinearInterpolation",
+    "forward_kinematics",
+    "joint_coordinates",
+    "joint_velocities",
+    "with_bodies",
+    "with_joint_state",
+]

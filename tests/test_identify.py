@@ -215,3 +215,51 @@ def test_slider_crank_rod_from_slider_motion():
     data = Measurements(data.ts, (2,), position=data.position, axes=(0,), sigma_position=1e-3)
     res = fit(params, truth + jnp.log(jnp.array([1.3, 0.7])), data, solver, dt=5e-3, refine_steps=30)
     np.testing.assert_allclose(jnp.exp(res.theta), [ROD_MASS, 1.0], rtol=1e-6)
+
+
+def _run_lm(residual, theta0, damping, steps=50):
+    """The Levenberg-Marquardt stage of :func:`fit` on a plain residual function."""
+    from difflie.identify import _levenberg_marquardt
+
+    resjac = jax.jit(lambda th: (residual(th), jax.jacfwd(residual)(th)))
+    loss = jax.jit(lambda th: 0.5 * jnp.sum(residual(th) ** 2))
+    iterations = {"gauss_newton": 0}
+
+    def check(value, stage, it):
+        assert all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree.leaves(value)), (stage, it)
+
+    theta, _, _ = _levenberg_marquardt(jnp.asarray(theta0), resjac, loss, steps, 1e-12, 1e-14, lambda *a: None, check,
+                                 iterations, damping)  # fmt: skip
+    return theta, iterations["gauss_newton"]
+
+
+@pytest.mark.parametrize("damping", ["marquardt", "levenberg"])
+def test_levenberg_marquardt_steps_with_a_coordinate_the_residuals_ignore(damping):
+    """A coordinate that no residual depends on (a zero Jacobian column, like the mass of a
+    robot's first link, which turns about a vertical axis) makes Marquardt's ``J^T J + lam
+    diag(J^T J)`` singular for every ``lam``: without the floor on the scaling the step was
+    non-finite at every damping and the fit took no step. Now both dampings converge to the
+    least-squares value and leave the ignored coordinate exactly where it was."""
+    def residual(th):
+        return jnp.stack([th[0] - 1.0, 0.5 * (th[0] - 2.0), jnp.exp(th[0]) - 2.0, 0.0 * th[1]])
+
+    theta, its = _run_lm(residual, [0.0, 0.3], damping)
+    assert its >= 3
+    assert float(theta[1]) == 0.3
+    g = jax.grad(lambda th: 0.5 * jnp.sum(residual(th) ** 2))(theta)
+    assert abs(float(g[0])) < 1e-10, g
+
+
+def test_levenberg_damping_leaves_unidentifiable_combinations_alone():
+    """Rank-deficient linear least squares ``|M theta - b|`` with columns of scales 1 and 1e-2
+    (only ``theta_0 + theta_1`` of the first two coordinates is seen): Levenberg's damping
+    converges to the minimum-norm change from the start (the steps stay in the row space of
+    ``M``), so the unseen combination ``theta_0 - theta_1`` keeps its start value."""
+    M = jnp.array([[1.0, 1.0, 0.0], [2.0, 2.0, 1e-2], [0.0, 0.0, 1e-2], [1.0, 1.0, 3e-2]])
+    b = jnp.array([1.0, 2.5, -1e-2, 0.3])
+    theta0 = jnp.array([0.4, -0.7, 2.0])
+    theta, its = _run_lm(lambda th: M @ th - b, theta0, "levenberg", steps=200)
+    assert its >= 1
+    expected = theta0 + jnp.linalg.pinv(M) @ (b - M @ theta0)
+    np.testing.assert_allclose(theta, expected, rtol=1e-10, atol=1e-12)
+    assert abs(float(theta[0] - theta[1]) - float(theta0[0] - theta0[1])) < 1e-12

@@ -63,6 +63,12 @@ CHECKS = {
         "assert consistent\n"
         "assert rod_rel_error < 1e-6, rod_est\n"
     ),
+    "robot_identification": (
+        "assert base_count == 43, base_count\n"
+        "assert ls_base_error < 0.5, ls_base_error\n"
+        "assert ls_torque_error < 0.2 * prior_torque_error, (ls_torque_error, prior_torque_error)\n"
+        "assert errors['true'] < 1e-3 < errors['prior'], errors\n"
+    ),
     "long_run_energy": (
         "assert abs(drift['DQVI']) < 0.05 * amplitude['DQVI'], (drift, amplitude)\n"
         "assert late['DQVI'] < 1.5 * early['DQVI'], (late, early)\n"

@@ -433,7 +433,7 @@ GA_STEP_FAST = 2e-4
 
 
 @needs_pinocchio
-@pytest.mark.parametrize("actuated", [False, True], ids=["passive", "torques"])
+@pytest.mark.parametrize("actuated", [pytest.param(False, marks=pytest.mark.slow), True], ids=["passive", "torques"])
 def test_panda_generalized_alpha_matches_pinocchio(actuated):
     """Panda (7 arm joints + 2 prismatic fingers, 9 bodies, 45 constraint rows) from a bent
     pose with initial joint rates, passive under gravity or driven by sinusoidal joint torques,
@@ -452,8 +452,10 @@ def test_panda_generalized_alpha_matches_pinocchio(actuated):
 
 
 @needs_pinocchio
+@pytest.mark.slow
 def test_panda_backward_euler_converges_to_pinocchio():
-    """``BackwardEuler`` (first order) on the actuated Panda over 0.2 s: the error against
+    """Slow (the humanoid's test shows the same in the fast run). ``BackwardEuler`` (first
+    order) on the actuated Panda over 0.2 s: the error against
     Pinocchio halves with the step (measured 9.52e-3 rad at h = 1e-3, 4.76e-3 at 5e-4), and the
     Richardson extrapolate ``2 q(h/2) - q(h)`` agrees to 1.2e-5 rad; with a third level
     (h = 2.5e-4, in ``test_panda_one_second_torques``) to 3e-8. For 1e-6 rad directly, a
