@@ -1,7 +1,8 @@
 """Cost per step and compile time against the number of bodies, beside Exudyn.
 
     python benchmarks/scaling.py [--sizes 1 2 4 ... 256] [--models chain ...] [--solvers ga ga-mod be-rA be-rp]
-                                 [--steps 100] [--repeats 3] [--plot benchmarks/scaling.png]
+                                 [--steps 100] [--repeats 3] [--json rows.jsonl] [--plot benchmarks/scaling.png]
+    python benchmarks/scaling.py --plot-only --json rows.jsonl --plot benchmarks/scaling.png
 
 Models (:mod:`difflie.models.mechanisms`): ``chain`` (rods on spherical joints hanging from the
 ground, released from the horizontal), ``revolute`` (the same on revolute joints about world
@@ -191,8 +192,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None, help="append the rows to this file (JSON lines)")
     parser.add_argument("--plot", default=None, help="draw the log-log plot from --json's file here")
+    parser.add_argument("--plot-only", action="store_true", help="only draw --plot from --json's rows")
     args = parser.parse_args()
-    if args.plot and not args.models:
+    if args.plot_only:
         return plot(args.json, args.plot)
     print(f"jax {jax.__version__}, {os.cpu_count()} cpus, affinity {sorted(os.sched_getaffinity(0))}"
           + ("" if exu is None else f", exudyn {exu.__version__}"))  # fmt: skip
