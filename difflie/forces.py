@@ -243,7 +243,8 @@ class JointForce(AbstractForce):
         return tuple(zip(self.parent, self.child))
 
     def _kinematics(self, r, R, rdot, omega):
-        """World axis ``a``, child lever ``s = P - r_c``, parent lever ``P - r_p`` and ``q_dot``."""
+        """Parent rows ``p`` (ground: ``nb``), child rows, rotations with the ground's appended,
+        world axis ``a``, child lever ``s = P - r_c``, parent lever ``P - r_p`` and ``q_dot``."""
         nb = r.shape[0]
         par, chi = np.asarray(self.parent), np.asarray(self.child)
         if np.any(chi >= nb) or np.any(par >= nb):
@@ -262,7 +263,7 @@ class JointForce(AbstractForce):
         v_p = v_ext[p] + cross(w_ext[p], lever_p)
         rate_pri = jnp.sum(a * (v_c - v_p), axis=-1)
         qdot = jnp.where(np.asarray(self.prismatic), rate_pri, rate_rev)
-        return p, chi, a, s, lever_p, qdot
+        return p, chi, R_ext, a, s, lever_p, qdot
 
     def joint_rates(self, r, R, rdot, omega) -> Float[Array, " nj"]:
         """``q_dot`` of every joint (rad/s or m/s)."""
@@ -271,14 +272,13 @@ class JointForce(AbstractForce):
     def __call__(self, t, r, R, rdot, omega):
         nb = r.shape[0]
         dtype = r.dtype
-        p, chi, a, s, lever_p, qdot = self._kinematics(r, R, rdot, omega)
+        p, chi, R_ext, a, s, lever_p, qdot = self._kinematics(r, R, rdot, omega)
         u = -self.damping.astype(dtype) * qdot
         if self.torque is not None:
             u = u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, dtype), u.shape)
         pri = np.asarray(self.prismatic)[:, None]
         F = jnp.where(pri, u[:, None] * a, 0.0)  # force on the child at P (world)
         T = jnp.where(pri, 0.0, u[:, None] * a)  # couple on the child (world)
-        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
         f = jnp.zeros((nb + 1, 3), dtype).at[chi].add(F).at[p].add(-F)
         tau_c = mtv(R[chi], T + cross(s, F))
         tau_p = mtv(R_ext[p], -T - cross(lever_p, F))

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
-import equinox as eqx
 from jaxtyping import Array, Float
 
 Factors = tuple[Float[Array, "n n"], Float[Array, "n n"]]

@@ -4,10 +4,11 @@ Solves ``F(x, args) = 0`` for a pytree ``x`` with
 
     x_{k+1} = x_k - J^{-1} F(x_k),      J = dF/dx  (``jax.jacfwd``, one leaf of x at a time),
 
-recomputing ``J`` every iteration (full Newton) or factoring it once at the initial guess, or
-taking a caller-supplied matrix (modified / chord Newton). The iteration stops successfully when
-the scaled correction ``||D delta||_2 < tol``, and reports ``RESULTS.newton_failed`` when
-``max_iterations`` is reached or the iterate stops being finite.
+recomputing ``J`` every iteration (full Newton) or factoring it once at the initial guess
+(modified / chord Newton); ``J`` is dense, or built and factored by blocks along a mechanism's
+topology (:mod:`difflie.numerics.sparsity`). The iteration stops successfully when the
+correction ``||delta|| < tol + rtol ||x||`` (or a caller's rounding test), and reports
+``RESULTS.newton_failed`` when ``max_iterations`` is reached or the iterate stops being finite.
 
 Gradients follow the implicit-function theorem, not the iterations: with ``x*(p)`` defined by
 ``F(x*, p) = 0``, ``dx*/dp = -J^{-1} dF/dp`` (``jax.lax.custom_root``). So differentiating an
@@ -42,7 +43,7 @@ class NewtonSolution(eqx.Module):
 class Newton(eqx.Module):
     """Newton's method with a tolerance on the correction and an iteration limit.
 
-    ``tol``, ``rtol``: stop when ``||scale * delta|| < tol + rtol ||x||``, in the 2-norm or, with
+    ``tol``, ``rtol``: stop when ``||delta|| < tol + rtol ||x||``, in the 2-norm or, with
     ``norm="max"``, the max-norm. ``max_iterations``: iteration limit (failure).
     ``modified``: factor the iteration matrix once (at the initial guess or the ``jac`` given to
     :func:`newton_solve`) and reuse it for every iteration.
@@ -104,19 +105,13 @@ def newton_solve(
     args: Any = None,
     solver: Newton = Newton(),
     *,
-    jac: Float[Array, "n n"] | None = None,
-    inverse: Float[Array, "n n"] | None = None,
-    scale: Float[Array, " n"] | None = None,
     floor: tuple[Float[Array, " n"], Float[Array, ""]] | None = None,
     structure=None,
 ) -> NewtonSolution:
     """Solve ``fn(x, args) = 0`` from ``x0``; differentiable in ``args`` by the IFT.
 
-    ``fn`` maps a pytree to a pytree of the same total size (flattened internally). ``jac``
-    (optional, modified Newton only) is the iteration matrix to use instead of ``dF/dx(x0)``;
-    it is not differentiated. ``inverse`` (optional, modified Newton only): the inverse of such a
-    matrix (:func:`difflie.numerics.linear.inverse`), e.g. kept from an earlier step. ``scale``
-    (optional) weights the correction in the stopping test. ``floor = (weights, tol)``
+    ``fn`` maps a pytree to a pytree of the same total size (flattened internally); modified
+    Newton factors ``dF/dx(x0)`` once. ``floor = (weights, tol)``
     (optional): a second test, met when ``||weights * delta|| < tol`` (a correction below the
     rounding of what it moves). ``structure`` (optional, a
     :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves): build and factor the
@@ -127,9 +122,6 @@ def newton_solve(
     m = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(eqx.filter_eval_shape(fn, x0, args)))
     if m != n:
         raise ValueError(f"newton_solve: residual has {m} entries but the unknown has {n}")
-    if jac is not None and jac.shape != (n, n):
-        raise ValueError(f"newton_solve: jac must have shape {(n, n)}, got {jac.shape}")
-    w = jnp.ones_like(flat0) if scale is None else jnp.broadcast_to(jnp.asarray(scale, flat0.dtype), (n,))
     tol = jnp.asarray(solver.tol, flat0.dtype)
     rtol = jnp.asarray(solver.rtol, flat0.dtype)
     _norm = (lambda v: jnp.max(jnp.abs(v))) if solver.norm == "max" else jnp.linalg.norm
@@ -137,13 +129,10 @@ def newton_solve(
     def flat_fn(x):
         return ravel_pytree(fn(unravel(x), args))[0]
 
-    def value_and_matrix(x):
-        return value_and_jacobian(lambda xt: ravel_pytree(fn(xt, args))[0], unravel(x))
-
     def value_and_solver(x):
         """``F(x)`` and ``b -> J(x)^{-1} b``."""
         if structure is None:
-            fx, mat = value_and_matrix(x)
+            fx, mat = value_and_jacobian(lambda xt: ravel_pytree(fn(xt, args))[0], unravel(x))
             factors = linear.factor(mat)
             return fx, lambda b: linear.solve_factored(factors, b)
         leaves = jax.tree_util.tree_leaves(unravel(x))
@@ -156,24 +145,12 @@ def newton_solve(
 
     def solve(f, x_init):
         # The first iteration takes F(x_init) from the forward pass that builds the matrix.
-        if solver.modified and inverse is not None:
-            f0, solve0 = f(x_init), lambda fx: inverse.astype(fx.dtype) @ fx
-        elif structure is not None and not (solver.modified and jac is not None):
-            f0, solve0 = value_and_solver(x_init)
-        else:
-            if solver.modified and jac is not None:
-                f0, mat0 = f(x_init), jac.astype(x_init.dtype)
-            else:
-                f0, mat0 = value_and_matrix(x_init)
-            factors0 = linear.factor(mat0)
-
-            def solve0(fx):
-                return linear.solve_factored(factors0, fx)
+        f0, solve0 = value_and_solver(x_init)
 
         def update(x, fx, solve_with):
             delta = solve_with(fx)
             x_new = x - delta
-            dnorm = _norm(w * delta)
+            dnorm = _norm(delta)
             # The correction against the tolerance: < 0 means converged.
             excess = dnorm - tol - rtol * _norm(x_new)
             if floor is not None:

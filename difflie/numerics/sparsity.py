@@ -32,9 +32,9 @@ sparse direct solver that runs under ``jit``, ``vmap`` and ``grad`` on CPU
 A Schur complement on the mass blocks leaves ``G M^-1 G^T`` to factor, whose pattern is
 the joints' adjacency: it still needs an ordering, and that is what the levels give.
 Eliminating along a tree (Baraff 1996) is linear for any tree but needs a second mechanism for
-loop closures; levels handle chains, trees and loops alike, in one ``lax.scan`` whose compiled size does not
-depend on the number of bodies. Their cost is the width of a level: a hub with many arms
-makes wide blocks (cubic in the width).
+loop closures; levels handle chains, trees and loops alike, in one ``lax.scan`` whose compiled
+size does not depend on the number of bodies. Their cost is the width of a level: a hub with
+many arms makes wide blocks (cubic in the width).
 """
 
 from __future__ import annotations
