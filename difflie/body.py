@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .lie import hat
 from .xla import concrete
 
 
@@ -108,6 +109,16 @@ class RigidBody(eqx.Module):
         c = self.com
         cc = jnp.sum(c * c, axis=-1)[..., None, None] * jnp.eye(3, dtype=c.dtype)
         return self.inertia + self.mass[..., None, None] * (cc - c[..., :, None] * c[..., None, :])
+
+    def spatial_inertia(self) -> Float[Array, "nb 6 6"]:
+        """About the body-frame origin, translation first: ``[[m I, -m hat(c)], [m hat(c), J_O]]``
+        (``J_O`` of :meth:`inertia_about_origin`), so ``V^T M V / 2`` is the kinetic energy of
+        the origin's body twist ``V = (U, Omega)``."""
+        m, c = self.mass[..., None, None], self.com
+        mc = m * hat(c)
+        top = jnp.concatenate([m * jnp.eye(3, dtype=c.dtype), -mc], axis=-1)
+        bottom = jnp.concatenate([mc, self.inertia_about_origin()], axis=-1)
+        return jnp.concatenate([top, bottom], axis=-2)
 
     def pseudo_inertia(self) -> Float[Array, "nb 4 4"]:
         """``P = [[S + m c c^T, m c], [m c^T, m]]`` with ``S = tr(J)/2 I - J``."""

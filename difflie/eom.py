@@ -1,7 +1,8 @@
 """Equations of motion of free (or pivoted) rigid bodies on a Lie group, for explicit solvers.
 
 The configuration is the pose ``(R, x)`` of the body frame (``x`` = its origin, the COM ``c``
-away from the centre of mass in body axes). Three velocity choices, per ``Model.formulation``:
+away from the centre of mass in body axes). Three velocity coordinates, the explicit solver's
+choice (``RKMK4(velocity=...)``, :data:`VELOCITIES`):
 
 * ``"so3xr3"``: ``(u, Omega)``, world velocity of the origin and body angular velocity; group
   :class:`~difflie.lie.SO3xR3`, whose tangent is exactly this pair.
@@ -15,9 +16,11 @@ Newton-Euler about the origin, body axes, translation first (``ad*`` the coadjoi
     M V_dot = W - ad*_V (M V),   M = [[m I, -m hat(c)], [m hat(c), J_O]],
     ad*_V (p, h) = (Omega x p, Omega x h + U x p),
 
-with ``W = (R^T f, tau + c x R^T f)`` from :meth:`Model.applied_forces` evaluated at the
-current (stage) configuration. A body with a fixed origin keeps ``U = 0`` and obeys
-``J_O Omega_dot = tau_O - Omega x J_O Omega``; that is encoded in its inverse mass matrix
+with ``M`` of :meth:`RigidBody.spatial_inertia`. The right-hand side is not written here: it is
+minus :meth:`Model.newton_euler`'s rows (the one statement of the dynamics, about the COM, which
+the implicit solvers use as they are) at zero acceleration of the origin, projected on the
+origin's twist by virtual work. A body with a fixed origin keeps ``U = 0`` and obeys
+``J_O Omega_dot = tau_O - Omega x J_O Omega``: the rotational rows, with the inverse mass matrix
 ``blockdiag(0, J_O^-1)``.
 """
 
@@ -35,19 +38,9 @@ from .lie.ops import cross, hat, mtv, mv
 # -- mass properties ---------------------------------------------------------------------------
 
 
-def spatial_inertia(model) -> Float[Array, "nb 6 6"]:
-    """``[[m I, -m hat(c)], [m hat(c), J_O]]`` about the body-frame origin."""
-    b = model.bodies
-    m = b.mass[:, None, None]
-    mc = m * hat(b.com)
-    top = jnp.concatenate([m * jnp.eye(3, dtype=mc.dtype), -mc], axis=-1)
-    bottom = jnp.concatenate([mc, b.inertia_about_origin()], axis=-1)
-    return jnp.concatenate([top, bottom], axis=-2)
-
-
 def inverse_mass(model) -> Float[Array, "nb 6 6"]:
     """Inverse spatial inertia; ``blockdiag(0, J_O^-1)`` for bodies with a fixed origin."""
-    M = spatial_inertia(model)
+    M = model.bodies.spatial_inertia()
     free = jnp.linalg.inv(M)
     pinned_rot = jnp.linalg.inv(model.bodies.inertia_about_origin())
     z = jnp.zeros_like(pinned_rot)
@@ -110,112 +103,116 @@ def ulvc_field(y: Float[Array, "*b 3"], lengths: Float[Array, "*b 3"]) -> Float[
 def ulvc_mass_matrix(model) -> Float[Array, "nb 6 6"]:
     """``Mbar = D^-T M D^-1`` (constant)."""
     Di = ulvc_matrix_inverse(model.ulvc_lengths)
-    return jnp.swapaxes(Di, -1, -2) @ spatial_inertia(model) @ Di
+    return jnp.swapaxes(Di, -1, -2) @ model.bodies.spatial_inertia() @ Di
 
 
 # -- the vector field --------------------------------------------------------------------------
 
 
-def group(model) -> type[SO3xR3] | type[SE3]:
+VELOCITIES = ("so3xr3", "se3", "ulvc")
+
+
+def group(velocity: str) -> type[SO3xR3] | type[SE3]:
     """The Lie group the configuration is integrated on."""
-    return SO3xR3 if model.formulation == "so3xr3" else SE3
+    return SO3xR3 if velocity == "so3xr3" else SE3
 
 
 class Cache(eqx.Module):
-    """Per-simulation constants: inverse mass matrices and the ULVC matrices."""
+    """Per-simulation constants: inverse mass matrices and the ULVC matrices, for the velocity
+    coordinates ``velocity``."""
 
     Minv: Float[Array, "nb 6 6"]
     D: Float[Array, "nb 6 6"] | None
     Dinv: Float[Array, "nb 6 6"] | None
-    JO: Float[Array, "nb 3 3"]
     JOinv: Float[Array, "nb 3 3"]
+    velocity: str = eqx.field(static=True)
 
 
-def prepare(model) -> Cache:
-    JO = model.bodies.inertia_about_origin()
-    JOinv = jnp.linalg.inv(JO)
-    if model.formulation != "ulvc":
-        return Cache(inverse_mass(model), None, None, JO, JOinv)
+def prepare(model, velocity: str) -> Cache:
+    if velocity not in VELOCITIES:
+        raise ValueError(f"velocity coordinates must be one of {VELOCITIES}, got {velocity!r}")
+    JOinv = jnp.linalg.inv(model.bodies.inertia_about_origin())
+    if velocity != "ulvc":
+        return Cache(inverse_mass(model), None, None, JOinv, velocity)
     D, Di = ulvc_matrix(model.ulvc_lengths), ulvc_matrix_inverse(model.ulvc_lengths)
     # Mbar^-1 = D M^-1 D^T (the pinned form included).
-    return Cache(D @ inverse_mass(model) @ jnp.swapaxes(D, -1, -2), D, Di, JO, JOinv)
+    return Cache(D @ inverse_mass(model) @ jnp.swapaxes(D, -1, -2), D, Di, JOinv, velocity)
 
 
 def _pivoted_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array]:
-    """All bodies turn about fixed origins: ``J_O Omega_dot = tau + c x R^T f - Omega x J_O Omega``
-    (the general equations with ``U = 0``, written with 3-vectors only)."""
-    R, c, Omega = pose.rotation, model.bodies.com, vel[..., 3:]
-    f, tau = model.applied_forces(t, pose.translation + mv(R, c), R, mv(R, cross(Omega, c)), Omega)
-    torque = tau + cross(c, mtv(R, f)) - cross(Omega, mv(cache.JO, Omega))
-    return vel, jnp.concatenate([jnp.zeros_like(Omega), mv(cache.JOinv, torque)], axis=-1)
+    """All bodies turn about fixed origins: ``J_O Omega_dot`` = the rotational rows of
+    :func:`_origin_rows` with ``U = 0`` (the reaction at the pivot does no work on ``dOmega``)."""
+    Omega = vel[..., 3:]
+    rows = _origin_rows(model, t, pose, jnp.zeros_like(Omega), Omega)
+    return vel, jnp.concatenate([jnp.zeros_like(Omega), mv(cache.JOinv, rows[..., 3:])], axis=-1)
 
 
-def _origin_velocity_body(model, R: Array, vel: Array) -> tuple[Array, Array]:
-    """Body twist ``(U, Omega)`` of the origin from the formulation's velocity coordinates."""
-    if model.formulation == "so3xr3":
+def _origin_velocity_body(velocity: str, R: Array, vel: Array) -> tuple[Array, Array]:
+    """Body twist ``(U, Omega)`` of the origin from the velocity coordinates."""
+    if velocity == "so3xr3":
         return mtv(R, vel[..., :3]), vel[..., 3:]
     return vel[..., :3], vel[..., 3:]
 
 
-def _twist_of(model, cache: Cache, vel: Array) -> Array:
-    return mv(cache.Dinv, vel) if model.formulation == "ulvc" else vel
+def _twist_of(cache: Cache, vel: Array) -> Array:
+    return mv(cache.Dinv, vel) if cache.velocity == "ulvc" else vel
 
 
-def _wrench_and_bias(model, cache: Cache, t, pose, U: Array, Omega: Array) -> Array:
-    """``W - ad*_V (M V)`` in body axes about the origin, forces at the pose ``pose``."""
-    b = model.bodies
-    R, x, c = pose.rotation, pose.translation, b.com
-    m = b.mass[:, None]
-    Oxc = cross(Omega, c)
-    f, tau = model.applied_forces(t, x + mv(R, c), R, mv(R, U + Oxc), Omega)
-    Fb = mtv(R, f)
-    p = m * (U + Oxc)
-    h = mv(cache.JO, Omega) + m * cross(c, U)
-    lin = Fb - cross(Omega, p)
-    ang = tau + cross(c, Fb) - cross(Omega, h) - cross(U, p)
-    return jnp.concatenate([lin, ang], axis=-1)
+def about_origin(R: Array, c: Array, force: Array, torque: Array) -> Array:
+    """A world force at the COM and a body torque about it as the body wrench about the origin
+    (translation first): ``(R^T f, tau + c x R^T f)``, the virtual work on ``(dU, dOmega)``."""
+    force_b = mtv(R, force)
+    return jnp.concatenate([force_b, torque + cross(c, force_b)], axis=-1)
+
+
+def _origin_rows(model, t, pose, U: Array, Omega: Array) -> Array:
+    """``W - ad*_V (M V)``: minus :meth:`Model.newton_euler`'s rows at ``U_dot = Omega_dot = 0``
+    (COM acceleration ``R (Omega x v_c)``, ``v_c = U + Omega x c``) about the origin."""
+    R, c = pose.rotation, model.bodies.com
+    vc = U + cross(Omega, c)
+    lin, ang = model.newton_euler(t, pose.translation + mv(R, c), R, mv(R, vc), Omega, mv(R, cross(Omega, vc)), None)
+    return -about_origin(R, c, lin, ang)
 
 
 def vector_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array]:
     """``(xi, vel_dot)``: the group velocity (``pose_dot = pose hat(xi)``) and the acceleration."""
-    if model.formulation != "ulvc" and all(model.fixed_origin):
+    if cache.velocity != "ulvc" and all(model.fixed_origin):
         return _pivoted_field(model, cache, t, pose, vel)
-    V = _twist_of(model, cache, vel)
-    U, Omega = _origin_velocity_body(model, pose.rotation, V)
-    rhs = _wrench_and_bias(model, cache, t, pose, U, Omega)
-    if model.formulation == "ulvc":
+    V = _twist_of(cache, vel)
+    U, Omega = _origin_velocity_body(cache.velocity, pose.rotation, V)
+    rhs = _origin_rows(model, t, pose, U, Omega)
+    if cache.velocity == "ulvc":
         # Mbar w_dot = Q - Gamma(w) w, with Q - Gamma w = D^-T (W - ad*_V M V).
         return V, mv(cache.Minv, mtv(cache.Dinv, rhs))
     Vdot = mv(cache.Minv, rhs)
-    if model.formulation == "se3":
+    if cache.velocity == "se3":
         return vel, Vdot
     # u = R U:  u_dot = R (U_dot + Omega x U).
     udot = mv(pose.rotation, Vdot[..., :3] + cross(Omega, U))
     return vel, jnp.concatenate([udot, Vdot[..., 3:]], axis=-1)
 
 
-def initial_state(model) -> tuple[SO3xR3 | SE3, Array]:
-    """``(pose0, vel0)`` from the model's COM-based initial conditions."""
-    b = model.bodies
-    R0, Omega0 = model.R0, model.omega0
-    x0 = model.r0 - mv(R0, b.com)
-    u0 = model.v0 - mv(R0, cross(Omega0, b.com))
-    u0 = jnp.where(jnp.asarray(np.asarray(model.fixed_origin))[:, None], 0.0, u0)
-    pose = group(model)(R0, x0)
-    if model.formulation == "so3xr3":
+def initial_state(model, velocity: str) -> tuple[SO3xR3 | SE3, Array]:
+    """``(pose0, vel0)`` from :meth:`Model.initial_state` (COM-based; a pinned origin at rest)."""
+    c = model.bodies.com
+    r0, R0, v0, Omega0 = model.initial_state()
+    x0 = r0 - mv(R0, c)
+    u0 = v0 - mv(R0, cross(Omega0, c))  # zero for a pinned body: its v0 is R0 (Omega0 x c)
+    pose = group(velocity)(R0, x0)
+    if velocity == "so3xr3":
         return pose, jnp.concatenate([u0, Omega0], axis=-1)
     V0 = jnp.concatenate([mtv(R0, u0), Omega0], axis=-1)
-    if model.formulation == "se3":
+    if velocity == "se3":
         return pose, V0
     return pose, mv(ulvc_matrix(model.ulvc_lengths), V0)
 
 
-def observe(model, pose, vel: Array) -> tuple[Array, Array, Array, Array]:
+def observe(model, velocity: str, pose, vel: Array) -> tuple[Array, Array, Array, Array]:
     """World COM position, body-to-world rotation, world COM velocity, body angular velocity."""
     R, c = pose.rotation, model.bodies.com
-    if model.formulation == "ulvc":
+    if velocity == "ulvc":
         vel = mv(ulvc_matrix_inverse(model.ulvc_lengths), vel)
-    U, Omega = _origin_velocity_body(model, R, vel)
+    U, Omega = _origin_velocity_body(velocity, R, vel)
     return pose.translation + mv(R, c), R, mv(R, U + cross(Omega, c)), Omega
 
 

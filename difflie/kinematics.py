@@ -22,7 +22,7 @@ from jaxtyping import Array, Float, Int
 from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation, get_formulation
 from .numerics import linear
-from .numerics.newton import no_grad
+from .numerics.newton import Newton, newton_iterate, no_grad
 from .results import RESULTS
 
 
@@ -77,27 +77,28 @@ def assemble(
 
     def gauss_newton(model, t, r, rot):
         G = jac.jacobian(model, form, t, r, rot)
-        delta = _least_norm(G, jac.psi(model, form, t, r, rot))
-        r, rot = jac.chart(form, r, rot, -delta)
-        return r, rot, jnp.linalg.norm(delta)
+        r, rot = jac.chart(form, r, rot, -_least_norm(G, jac.psi(model, form, t, r, rot)))
+        return r, rot
 
-    model_ng, t_ng = no_grad((model, t))
+    model_ng, t_ng, r_ng, rot_ng = no_grad((model, t, r, rot))
 
-    def cond(carry):
-        _, _, k, dnorm = carry
-        return (k < max_iterations) & (dnorm >= tol)
+    def psi(x):
+        return jac.psi(model_ng, form, t_ng, *x)
 
-    def body(carry):
-        r, rot, k, _ = carry
-        r, rot, dnorm = gauss_newton(model_ng, t_ng, r, rot)
-        return r, rot, k + 1, dnorm
+    def value_and_matrix(x):
+        return psi(x), jac.jacobian(model_ng, form, t_ng, *x)
 
-    r_ng, rot_ng = no_grad((r, rot))
-    res0 = jnp.linalg.norm(jac.psi(model_ng, form, t_ng, r_ng, rot_ng))
-    init = (r_ng, rot_ng, jnp.array(0, jnp.int32), jnp.where(res0 < tol, jnp.zeros_like(res0), jnp.inf))
-    r_hat, rot_hat, k, _ = jax.lax.while_loop(cond, body, init)
+    def iterate():
+        out = newton_iterate(
+            psi, (r_ng, rot_ng), (value_and_matrix, _least_norm), Newton(tol=tol, max_iterations=max_iterations),
+            retract=lambda x, delta: jac.chart(form, *x, -delta),
+        )  # fmt: skip
+        return out.value, out.num_steps
+
+    consistent = jnp.linalg.norm(psi((r_ng, rot_ng))) < tol
+    (r_hat, rot_hat), k = jax.lax.cond(consistent, lambda: ((r_ng, rot_ng), jnp.array(0, jnp.int32)), iterate)
     # The value stays (r_hat, rot_hat) up to a step below tol; the tangents are the start's.
-    r, rot, _ = gauss_newton(model, t, r_hat + (r - r_ng), rot_hat + (rot - rot_ng))
+    r, rot = gauss_newton(model, t, r_hat + (r - r_ng), rot_hat + (rot - rot_ng))
     return r, rot, k, jnp.max(jnp.abs(jac.psi(model, form, t, r, rot)))
 
 
@@ -144,24 +145,18 @@ def kinematics(
         # Newton with the configuration updated after every iteration (for rA:
         # A <- A exp(hat(-delta))), the iteration matrix frozen at the step's start (modified)
         # or re-evaluated at every iterate (full).
-        lu0 = linear.factor(jac.jacobian(model, form, t, r, rot))
+        def psi(x):
+            return jac.psi(model, form, t, *x)
 
-        def cond(carry):
-            _, _, k, dnorm, ok = carry
-            return (k < max_iterations) & (dnorm >= tol) & ok
+        def value_and_factors(x):
+            return psi(x), linear.factor(jac.jacobian(model, form, t, *x))
 
-        def body(carry):
-            r, rot, k, _, _ = carry
-            lu = lu0 if modified else linear.factor(jac.jacobian(model, form, t, r, rot))
-            delta = linear.solve_factored(lu, jac.psi(model, form, t, r, rot))
-            r, rot = jac.chart(form, r, rot, -delta)
-            dnorm = jnp.linalg.norm(delta)
-            return r, rot, k + 1, dnorm, jnp.isfinite(dnorm)
-
-        init = (r, rot, jnp.array(0, jnp.int32), jnp.array(jnp.inf, dtype), jnp.array(True))
-        r, rot, k, dnorm, ok = jax.lax.while_loop(cond, body, init)
-        result = RESULTS.where(ok & (dnorm < tol), RESULTS.successful, RESULTS.newton_failed)
-        return r, rot, k, result
+        out = newton_iterate(
+            psi, (r, rot), (value_and_factors, linear.solve_factored),
+            Newton(tol=tol, max_iterations=max_iterations, modified=modified),
+            retract=lambda x, delta: jac.chart(form, *x, -delta),
+        )  # fmt: skip
+        return out.value[0], out.value[1], out.num_steps, out.result
 
     def velocity_acceleration(t, r, rot):
         G = jac.jacobian(model, form, t, r, rot)

@@ -23,8 +23,6 @@ from .lie import cross
 from .lie.ops import mv
 
 
-FORMULATIONS = ("so3xr3", "se3", "ulvc")
-
 
 class Model(eqx.Module):
     """A multibody model with ``nb`` stacked bodies.
@@ -37,9 +35,9 @@ class Model(eqx.Module):
     from the pivot and ``v0`` is implied by ``omega0`` (it is ignored). Explicit solvers write
     such a body's equations about the pivot; implicit ones get three constraint rows per pinned
     body from :meth:`constraint_residual`.
-    ``formulation`` picks the equations of motion used by the explicit solvers: Newton-Euler
-    on SO(3)xR3 (``"so3xr3"``, world COM velocity), on SE(3) (``"se3"``, body twist) or the
-    unified local velocity coordinates (``"ulvc"``, with hexahedron half-sides ``ulvc_lengths``).
+    ``ulvc_lengths``: half-sides of each body's hexahedron of projection points, read by
+    explicit solvers in unified local velocity coordinates (``RKMK4(velocity="ulvc")``): the
+    velocity coordinates are the solver's choice, not the model's.
     ``joints`` (optional) is the joint-space description of a robot read from a URDF or MJCF
     file (:class:`difflie.joint_space.JointSpace`): joint names, kinds and frames, used by
     :func:`difflie.joint_coordinates`; the dynamics never read it.
@@ -56,7 +54,6 @@ class Model(eqx.Module):
     ulvc_lengths: Float[Array, "nb 3"]
     body_names: tuple[str, ...] = eqx.field(static=True)
     fixed_origin: tuple[bool, ...] = eqx.field(static=True)
-    formulation: str = eqx.field(static=True)
     joints: Any = None  # joint-space metadata of a robot (difflie.joint_space.JointSpace)
 
     def __init__(
@@ -72,10 +69,15 @@ class Model(eqx.Module):
         constraints: Any = None,
         body_names: tuple[str, ...] | None = None,
         fixed_origin: tuple[bool, ...] | bool = False,
-        formulation: str = "so3xr3",
         ulvc_lengths: ArrayLike = 1.0,
         joints: Any = None,
+        formulation: None = None,
     ):
+        if formulation is not None:
+            raise ValueError(
+                f"Model(formulation={formulation!r}): the velocity coordinates are now the explicit solver's "
+                f"choice, e.g. RKMK4(velocity={formulation!r}); drop the argument from Model"
+            )
         if not isinstance(bodies, RigidBody):
             raise ValueError(f"Model: bodies must be a RigidBody, got {type(bodies).__name__}")
         nb = bodies.num_bodies
@@ -98,7 +100,6 @@ class Model(eqx.Module):
         if isinstance(fixed_origin, (bool, np.bool_)):
             fixed_origin = (bool(fixed_origin),) * nb
         self.fixed_origin = tuple(bool(f) for f in fixed_origin)
-        self.formulation = formulation
         self.joints = joints
         self._validate(nb)
 
@@ -109,8 +110,6 @@ class Model(eqx.Module):
             raise ValueError(f"Model: body_names must be unique, got {self.body_names}")
         if len(self.fixed_origin) != nb:
             raise ValueError(f"Model: fixed_origin has {len(self.fixed_origin)} entries for {nb} bodies")
-        if self.formulation not in FORMULATIONS:
-            raise ValueError(f"Model: formulation must be one of {FORMULATIONS}, got {self.formulation!r}")
         for f in self.forces:
             if not callable(f):
                 raise ValueError(f"Model: force element {f!r} is not callable")
@@ -211,12 +210,17 @@ class Model(eqx.Module):
         return jnp.concatenate(rows) if rows else jnp.zeros((0,), origins.dtype)
 
     def newton_euler(
-        self, t, r, R, v, omega, acceleration: Float[Array, "nb 3"], angular_acceleration: Float[Array, "nb 3"]
+        self, t, r, R, v, omega, acceleration: Float[Array, "nb 3"], angular_acceleration: Float[Array, "nb 3"] | None
     ) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
         """The Newton-Euler rows of every body without constraint forces:
         ``m a - f`` (world) and ``J omega_dot + omega x J omega - tau`` (body axes, about the COM),
-        with ``(f, tau)`` from :meth:`applied_forces` at ``(t, r, R, v, omega)``."""
+        with ``(f, tau)`` from :meth:`applied_forces` at ``(t, r, R, v, omega)``;
+        ``angular_acceleration=None`` is zero. The one statement of rigid-body dynamics: implicit
+        solvers use the rows as they are, explicit ones project them on their velocity
+        coordinates (:mod:`difflie.eom`)."""
         f, tau = self.applied_forces(t, r, R, v, omega)
         J = self.bodies.inertia
-        ang = mv(J, angular_acceleration) + cross(omega, mv(J, omega)) - tau
+        ang = cross(omega, mv(J, omega)) - tau
+        if angular_acceleration is not None:
+            ang = ang + mv(J, angular_acceleration)
         return self.bodies.mass[:, None] * acceleration - f, ang

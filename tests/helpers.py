@@ -12,7 +12,7 @@ from difflie.lie import SO3
 from difflie.model import Model
 
 
-def flying_body(formulation: str, ulvc_lengths=None) -> Model:
+def flying_body(ulvc_lengths=None) -> Model:
     """Free body, COM offset from the frame, spring to ground at an off-COM point, gravity."""
     body = RigidBody(2.0, jnp.diag(jnp.array([0.3, 0.5, 0.6])), com=jnp.array([0.1, -0.2, 0.05]))
     spring = SpringDamper(0, [0.2, 0.1, 0.0], -1, [0.0, 0.0, 1.0], stiffness=50.0, damping=0.5, rest_length=0.3)
@@ -24,7 +24,6 @@ def flying_body(formulation: str, ulvc_lengths=None) -> Model:
         v0=[[0.5, -0.2, 0.1]],
         omega0=[[1.0, 2.0, 3.0]],
         forces=(spring,),
-        formulation=formulation,
         **extra,
     )
 

@@ -5,6 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import difflie as dl
+
 from difflie.body import RigidBody
 from difflie.forces import AppliedWrench, CartesianSpringDamper, SpringDamper, Wrench
 from difflie.lie import SO3
@@ -179,8 +181,10 @@ def test_model_validation():
     body = RigidBody(np.array([1.0, 2.0]), np.stack([J0, J0]))
     with pytest.raises(ValueError, match="R0 of body 'b'"):
         Model(body, body_names=("a", "b"), R0=np.stack([np.eye(3), 2 * np.eye(3)]))
-    with pytest.raises(ValueError, match="formulation"):
-        Model(body, formulation="euler")
+    with pytest.raises(ValueError, match=r"RKMK4\(velocity='se3'\)"):
+        Model(body, formulation="se3")
+    with pytest.raises(ValueError, match="velocity must be one of"):
+        dl.RKMK4(velocity="euler")
     with pytest.raises(ValueError, match="unique"):
         Model(body, body_names=("a", "a"))
     with pytest.raises(ValueError, match="RigidBody"):

@@ -183,8 +183,8 @@ def dqvi_free():
 
 @pytest.fixture(scope="module")
 def backward_euler_crank():
-    # full Newton to rounding level (see galpha_top)
-    return Case(crank_functional(BackwardEuler("rA", tol=1e-12, newton="full")), groups=CRANK_GROUPS)
+    # full Newton to near rounding level (see galpha_top): the multipliers stall near 1e-9 below that
+    return Case(crank_functional(BackwardEuler("rA", tol=1e-9, newton="full")), groups=CRANK_GROUPS)
 
 
 @pytest.fixture(scope="module")

@@ -82,3 +82,39 @@ def test_backward_euler_iteration_matrix_is_the_full_jacobian(formulation):
 
     mat, ref = matrices(BackwardEuler(formulation=formulation), dl.models.slider_crank())
     np.testing.assert_allclose(mat, ref, rtol=1e-12, atol=1e-9 * float(jnp.max(jnp.abs(ref))))
+
+
+def _cubic(x):
+    """``x^3 + x - c``, one root per entry."""
+    return x**3 + x - jnp.array([0.3, -0.2, 0.1])
+
+
+def test_kept_matrix_from_an_earlier_solve_is_dropped_when_it_fails():
+    """Modified Newton on a kept matrix that does not fit (``-0.05 I``): the iteration runs out
+    or diverges on it, starts again from x0 on a fresh matrix and converges; the counts show
+    both attempts, and the root solves the system."""
+    from difflie.numerics.linear import factor
+    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
+
+    x0 = jnp.zeros(3)
+    system = linear_system(_cubic, x0)
+    kept = KeptMatrix(factor(-0.05 * jnp.eye(3)), jnp.array(True))
+    newton = Newton(tol=1e-12, modified=True, max_iterations=30)
+    out = jax.jit(lambda k: newton_iterate(_cubic, x0, system, newton, kept=k))(kept)
+    assert bool(out.converged) and bool(out.fresh)
+    assert int(out.iterations) > int(out.num_steps) >= 1
+    np.testing.assert_allclose(_cubic(out.value), 0.0, atol=1e-11)
+    # The same kept matrix marked invalid is never used: one attempt on a fresh matrix.
+    fresh = newton_iterate(_cubic, x0, system, newton, kept=KeptMatrix(kept.factors, jnp.array(False)))
+    assert bool(fresh.converged) and int(fresh.iterations) == int(fresh.num_steps)
+
+
+def test_residual_test_and_iterates_outside_the_admissible_set():
+    """The residual test stops at ``max |F| <= tol``; an iterate outside ``admissible`` is a
+    failure with ``RESULTS.no_solution`` (x - 2 = 0 with x restricted below 1)."""
+    newton = Newton(tol=1e-13, norm="max", test="residual")
+    sol = newton_solve(lambda x, a: _cubic(x), jnp.zeros(3), None, newton)
+    assert sol.result == dl.RESULTS.successful
+    assert float(jnp.max(jnp.abs(_cubic(sol.value)))) <= 1e-13
+    bad = newton_solve(lambda x, a: x - 2.0, jnp.zeros(2), None, newton, admissible=lambda x: jnp.all(x < 1.0))
+    assert bad.result == dl.RESULTS.no_solution

@@ -79,7 +79,7 @@ def test_heavy_top_reference_states_and_invariants():
 def test_heavy_top_formulations_agree():
     # so3xr3 takes the pivoted 3-vector path, ulvc the general 6x6 one with the pinned mass.
     a = simulate(heavy_top(), RKMK4(), 0.0, 0.1, 1e-3)
-    b = simulate(heavy_top(formulation="ulvc"), RKMK4(), 0.0, 0.1, 1e-3)
+    b = simulate(heavy_top(), RKMK4(velocity="ulvc"), 0.0, 0.1, 1e-3)
     np.testing.assert_allclose(a.position, b.position, atol=1e-12)
     np.testing.assert_allclose(a.angular_velocity, b.angular_velocity, atol=1e-10)
 

@@ -16,8 +16,11 @@ from typing import Any, Literal
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PyTree
 
+from .. import eom
+from ..lie import SO3xR3
 from ..lie import ops as _ops
 from ..results import BodyState
 from .chart import AbstractChart
@@ -61,6 +64,8 @@ class AbsoluteModel(eqx.Module):
     - `velocity`: ``"mixed"`` (``v = r_dot``, world) or ``"body"`` (``v = R^T r_dot``).
     - `args`: passed to `acceleration`.
     - `body_names`: one name per body (default ``body0, body1, ...``).
+    - `pivot`, `com` (rotation-only models): where each body turns and its centre of mass in
+      body axes, for the positions and velocities :meth:`body_state` reports (default zero).
     """
 
     chart: AbstractChart
@@ -70,10 +75,14 @@ class AbsoluteModel(eqx.Module):
     args: PyTree[Any] = None
     velocity: Literal["mixed", "body"] = eqx.field(static=True, default="mixed")
     body_names: tuple[str, ...] = eqx.field(static=True)
+    pivot: Float[Array, "nb 3"] | None = None
+    com: Float[Array, "nb 3"] | None = None
 
-    def __init__(self, chart, acceleration, q0, V0, args=None, velocity="mixed", body_names=None):
+    def __init__(self, chart, acceleration, q0, V0, args=None, velocity="mixed", body_names=None, *, pivot=None, com=None):
         self.chart, self.acceleration, self.args, self.velocity = chart, acceleration, args, velocity
         self.q0, self.V0 = jnp.asarray(q0), jnp.asarray(V0)
+        self.pivot = None if pivot is None else jnp.asarray(pivot)
+        self.com = None if com is None else jnp.asarray(com)
         nb = self.q0.shape[0] if self.q0.ndim else 0
         self.body_names = tuple(f"body{i}" for i in range(nb)) if body_names is None else tuple(body_names)
 
@@ -93,6 +102,32 @@ class AbsoluteModel(eqx.Module):
                 f"AbsoluteModel: {type(self.chart).__name__} with V0 of width {V0[1]} needs q0 of width {n}, "
                 f"got {q0[1]}"
             )
+
+    @classmethod
+    def from_model(cls, model, chart: AbstractChart) -> AbsoluteModel:
+        """A :class:`difflie.Model` without constraints in the coordinates of ``chart``, for the
+        LGT solvers: its dynamics are the model's own (:meth:`difflie.Model.newton_euler`), not a
+        second statement of them.
+
+        Free bodies: ``q = (r, theta)`` (world COM), ``V = (r_dot, omega_body)``
+        (``velocity="mixed"``), ``V_dot = (f / m, J^-1 (tau - omega x J omega))``. A model whose
+        bodies all have fixed origins turns about them: ``q = theta``, ``V = omega_body``, with
+        the pivoted equations of :mod:`difflie.eom`.
+        """
+        if model.constraints is not None:
+            raise ValueError("AbsoluteModel.from_model: the model has constraints; the LGT solvers take ODE models")
+        fixed = np.asarray(model.fixed_origin)
+        if fixed.any() and not fixed.all():
+            raise ValueError("AbsoluteModel.from_model: some bodies have fixed origins and some not; give all or none")
+        r0, R0, v0, omega0 = model.initial_state()
+        theta0 = chart.from_rotation(R0)
+        if fixed.all():
+            args, com = (model, eom.prepare(model, "so3xr3")), model.bodies.com
+            pivot = r0 - _ops.matvec(R0, com)
+            return cls(chart, _PivotedAcceleration(chart), theta0, omega0, args, "mixed", model.body_names, pivot=pivot, com=com)
+        q0 = jnp.concatenate([r0, theta0], axis=-1)
+        V0 = jnp.concatenate([v0, omega0], axis=-1)
+        return cls(chart, _ModelAcceleration(chart), q0, V0, model, "mixed", model.body_names)
 
     @property
     def num_bodies(self) -> int:
@@ -114,7 +149,10 @@ class AbsoluteModel(eqx.Module):
         R = self.rotation(q)
         if self.rotation_only:
             zero = jnp.zeros(q.shape[:-1] + (3,), q.dtype)
-            return BodyState(position=zero, rotation=R, velocity=zero, angular_velocity=V)
+            com = zero if self.com is None else self.com
+            pivot = zero if self.pivot is None else self.pivot
+            position, velocity = pivot + _ops.matvec(R, com), _ops.matvec(R, jnp.cross(V, com))
+            return BodyState(position=position, rotation=R, velocity=velocity, angular_velocity=V)
         velocity = world_velocity(R, V, self.velocity)
         return BodyState(position=q[..., :3], rotation=R, velocity=velocity, angular_velocity=V[..., 3:])
 
@@ -130,3 +168,32 @@ class AbsoluteModel(eqx.Module):
         """``(q_dot, V_dot)``: the legacy ODE, e.g. for ``diffrax.ODETerm`` (``args`` as given)."""
         q, V = y
         return self.q_dot(q, V), self.acceleration(t, q, V, args)
+
+
+
+class _ModelAcceleration(eqx.Module):
+    """``V_dot(t, q, V, model)`` of free bodies in ``chart`` coordinates from
+    :meth:`difflie.Model.newton_euler` at zero acceleration: ``(f / m, -J^-1 (omega x J omega - tau))``."""
+
+    chart: AbstractChart
+
+    def __call__(self, t, q, V, model):
+        R = self.chart.to_rotation(q[..., 3:])
+        zero = jnp.zeros_like(V[..., :3])
+        lin, ang = model.newton_euler(t, q[..., :3], R, V[..., :3], V[..., 3:], zero, None)
+        b = model.bodies
+        return -jnp.concatenate([lin / b.mass[:, None], _ops.matvec(jnp.linalg.inv(b.inertia), ang)], axis=-1)
+
+
+class _PivotedAcceleration(eqx.Module):
+    """``omega_dot(t, theta, omega, (model, cache))`` of bodies turning about fixed origins
+    (:func:`difflie.eom.vector_field`)."""
+
+    chart: AbstractChart
+
+    def __call__(self, t, theta, omega, args):
+        model, cache = args
+        R = self.chart.to_rotation(theta)
+        origins = model.r0 - _ops.matvec(model.R0, model.bodies.com)  # the pivots
+        vel = jnp.concatenate([jnp.zeros_like(omega), omega], axis=-1)
+        return eom.vector_field(model, cache, t, SO3xR3(R, origins), vel)[1][..., 3:]

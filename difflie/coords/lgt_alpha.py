@@ -28,7 +28,7 @@ from jaxtyping import Array, Float
 from ..numerics.newton import Newton, newton_solve, no_grad
 from ..results import RESULTS, BodyState
 from ..solvers.base import AbstractSolver, StepStats
-from ..solvers.generalized_alpha import alpha_coefficients
+from ..solvers.generalized_alpha import alpha_coefficients, alpha_increment, alpha_rates
 from .absolute_model import AbsoluteModel
 
 
@@ -90,18 +90,14 @@ class LGTGeneralizedAlpha(AbstractSolver):
 
     def _unpack(self, h, y0: LGTAlphaState):
         """``X -> (a1, V1, Vdot1)`` from the Newmark and alpha relations."""
-        alpha_m, alpha_f, gamma, beta = alpha_coefficients(self.rho_inf)
         V0, a0, vdot0 = y0.V, y0.algorithmic_acceleration, y0.acceleration
 
         def unpack(X):
-            a1 = (X - h * V0 - h**2 * (0.5 - beta) * a0) / (beta * h**2)
-            V1 = V0 + h * (1 - gamma) * a0 + h * gamma * a1
-            vdot1 = ((1 - alpha_m) * a1 + alpha_m * a0 - alpha_f * vdot0) / (1 - alpha_f)
-            return a1, V1, vdot1
+            return alpha_rates(self.rho_inf, h, V0, a0, vdot0, X)
 
         # Predictor: Vdot1 = Vdot0.
-        a1 = (vdot0 - alpha_m * a0) / (1 - alpha_m)
-        X_pred = h * V0 + h**2 * (0.5 - beta) * a0 + h**2 * beta * a1
+        X_pred = alpha_increment(self.rho_inf, h, V0, a0, vdot0, vdot0)
+        beta = alpha_coefficients(self.rho_inf)[3]
         return unpack, X_pred, beta * h**2
 
     def step(self, model, t0, t1, y0: LGTAlphaState, solver_state):

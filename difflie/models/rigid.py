@@ -26,7 +26,6 @@ def heavy_top(
     omega0: ArrayLike = (0.0, 150.0, -4.61538),
     R0: ArrayLike | None = None,
     gravity: ArrayLike = (0.0, 0.0, -9.81),
-    formulation: str = "so3xr3",
 ) -> Model:
     """Heavy top turning about a fixed point at the world origin (Holzinger, Arnold & Gerstmayr 2024, §4.1).
 
@@ -49,7 +48,6 @@ def heavy_top(
         v0=(R0 @ jnp.cross(omega0, com))[None],
         gravity=_arr(gravity, dtype),
         fixed_origin=True,
-        formulation=formulation,
     )
 
 
@@ -61,7 +59,6 @@ def torque_free(
     v0: ArrayLike = (0.0, 0.0, 0.0),
     r0: ArrayLike = (0.0, 0.0, 0.0),
     R0: ArrayLike | None = None,
-    formulation: str = "so3xr3",
     ulvc_lengths: ArrayLike = 1.0,
 ) -> Model:
     """Free asymmetric body without forces: the intermediate-axis flip of Holzinger,
@@ -81,7 +78,6 @@ def torque_free(
         v0=_arr(v0, dtype)[None],
         omega0=_arr(omega0, dtype)[None],
         gravity=jnp.zeros(3, dtype),
-        formulation=formulation,
         ulvc_lengths=ulvc_lengths,
     )
 
@@ -97,7 +93,6 @@ def rotor(
     spin: ArrayLike = 300.0,
     gravity: ArrayLike = 9.81,
     torque_in_body_frame: bool = True,
-    formulation: str = "so3xr3",
 ) -> Model:
     """High-speed rotor on two flexible bearings (Holzinger, Arnold & Gerstmayr 2024, §4.2).
 
@@ -130,5 +125,4 @@ def rotor(
         omega0=jnp.stack([_arr(spin, dtype), zero, zero])[None],
         gravity=jnp.zeros(3, dtype),
         forces=(bearings, load),
-        formulation=formulation,
     )

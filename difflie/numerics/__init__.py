@@ -9,6 +9,8 @@ compiled loop of 1000 solves, ``difflie.xla.jit``; ``python benchmarks/numerics.
 with ``lineax.LU`` (3.4 / 6.5 / 30 us at n = 18 / 30 / 66), and a solve with kept factors
 0.83 / 1.45 / 4.6 us here against 0.78 / 1.19 / 3.0 us (lineax applies the pivots as a gather; a
 candidate for :func:`~difflie.numerics.linear.solve_factored`). Neither is a dependency: the
-Newton variants the steps need (a matrix kept across steps as its inverse, the extrapolated
-start, index-3 scaling) are a few lines over :mod:`~difflie.numerics.linear`.
+Newton variants the steps need (a matrix kept across steps and dropped when it fails, the
+contraction-rate refresh, a retraction on the manifold, a residual or correction test) are one
+loop, :func:`~difflie.numerics.newton.newton_iterate`, over :mod:`~difflie.numerics.linear` and
+:mod:`~difflie.numerics.sparsity`.
 """

@@ -1,18 +1,30 @@
-"""The Newton iteration shared by the implicit steps and the kinematic analysis.
+"""The one Newton iteration of the library: implicit steps, kinematic analysis, assembly.
 
-Solves ``F(x, args) = 0`` for a pytree ``x`` with
+Solves ``F(x) = 0`` for a pytree ``x`` by
 
-    x_{k+1} = x_k - J^{-1} F(x_k),      J = dF/dx  (``jax.jacfwd``, one leaf of x at a time),
+    x_{k+1} = retract(x_k, J^{-1} F(x_k))        (default ``x_k - J^{-1} F(x_k)``),
 
-recomputing ``J`` every iteration (full Newton) or factoring it once at the initial guess
-(modified / chord Newton); ``J`` is dense, or built and factored by blocks along a mechanism's
-topology (:mod:`difflie.numerics.sparsity`). The iteration stops successfully when the
-correction ``||delta|| < tol + rtol ||x||`` (or a caller's rounding test), and reports
-``RESULTS.newton_failed`` when ``max_iterations`` is reached or the iterate stops being finite.
+where the iteration matrix ``J = dF/dx`` (or a caller's operator: a least-norm solve for
+assembly) is built and factored by a *linear system* given to :func:`newton_iterate`: dense
+(``jax.jacfwd``, one leaf of ``x`` at a time), by blocks along a mechanism's topology
+(:mod:`difflie.numerics.sparsity`), or from a closed-form Jacobian. What varies between the
+callers is a policy, not a loop:
 
-Gradients follow the implicit-function theorem, not the iterations: with ``x*(p)`` defined by
-``F(x*, p) = 0``, ``dx*/dp = -J^{-1} dF/dp`` (``jax.lax.custom_root``). So differentiating an
-implicit step costs one extra linear solve, whatever the number of Newton iterations.
+- **full** Newton builds ``J`` at every iterate; **modified** (chord) Newton keeps it, within a
+  solve and, when the caller passes a ``kept`` matrix, across solves (Hairer & Wanner, Solving
+  ODEs II, §IV.8). A kept matrix is rebuilt at the iterate when the contraction rate
+  ``theta = ||F_{k+1}|| / ||F_k||`` (or ``||delta_k|| / ||delta_{k-1}||`` for a test on the
+  correction) exceeds ``contractivity``, or after ``max_reuse`` iterations; an iteration that
+  diverges (not finite, outside ``admissible``, or ``theta > divergence``) on a matrix not
+  built at ``x0`` restarts from ``x0`` on a fresh one, and one that runs out of iterations on a
+  matrix from an earlier solve is run again from ``x0`` on a fresh one (once).
+- the stopping **test** is on the correction, ``||delta|| < tol + rtol ||x||``, or on the
+  residual, ``||F(x_{k+1})|| <= tol``; a caller may add its own (``converged``).
+
+:func:`newton_iterate` runs without derivatives. :func:`implicit_derivatives` attaches them to
+the root by the implicit-function theorem: with ``x*(p)`` defined by ``F(x*, p) = 0``,
+``dx*/dp = -J^{-1} dF/dp`` (``jax.lax.custom_root``), so differentiating a solve costs one
+extra linear solve, whatever the number of iterations. :func:`newton_solve` is the two together.
 """
 
 from __future__ import annotations
@@ -25,39 +37,86 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from . import linear
 from ..results import RESULTS
 
 
+class Newton(eqx.Module):
+    """Newton's method: the stopping test, the iteration limit and the matrix policy.
+
+    ``tol``, ``rtol``, ``norm``: with ``test="correction"`` stop when
+    ``||delta|| < tol + rtol ||x||``; with ``test="residual"`` when ``||F(x)|| <= tol`` (after at
+    least one iteration), in the 2-norm or, with ``norm="max"``, the max-norm.
+    ``max_iterations``: iteration limit (failure). ``modified``: keep the iteration matrix (built
+    at the initial guess, or the ``kept`` one) instead of rebuilding it at every iterate;
+    ``contractivity``, ``max_reuse``, ``divergence`` (modified only, ``None``: off): rebuild it when
+    the contraction rate exceeds ``contractivity`` or after ``max_reuse`` iterations, restart
+    from the initial guess when the rate exceeds ``divergence``.
+    """
+
+    tol: float | Array = 1e-10
+    max_iterations: int = eqx.field(static=True, default=20)
+    modified: bool = eqx.field(static=True, default=False)
+    rtol: float | Array = 0.0
+    norm: Literal["2", "max"] = eqx.field(static=True, default="2")
+    test: Literal["correction", "residual"] = eqx.field(static=True, default="correction")
+    contractivity: float | None = eqx.field(static=True, default=None)
+    max_reuse: int | None = eqx.field(static=True, default=None)
+    divergence: float | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        if self.max_iterations < 1:
+            raise ValueError(f"Newton.max_iterations must be >= 1, got {self.max_iterations}")
+        if self.test not in ("correction", "residual"):
+            raise ValueError(f"Newton.test must be 'correction' or 'residual', got {self.test!r}")
+
+    def measure(self, v: Array) -> Array:
+        return jnp.max(jnp.abs(v)) if self.norm == "max" else jnp.linalg.norm(v)
+
+
+class KeptMatrix(eqx.Module):
+    """Factors of an iteration matrix carried from an earlier solve, and whether they apply."""
+
+    factors: PyTree
+    valid: Bool[Array, ""]
+
+
+class NewtonResult(eqx.Module):
+    """What :func:`newton_iterate` returns.
+
+    ``value``: the last iterate; ``num_steps``: iterations of the last attempt (``iterations``:
+    of all attempts); ``converged``; ``diverged`` (the last iterate is not finite or outside
+    ``admissible``); ``correction_norm``; ``residual``: ``F`` at the last iterate (residual test
+    only, else ``None``) and its auxiliary output; ``matrix``: the factors in use at the end
+    and whether they may be kept; ``fresh``: a matrix was built in this solve; ``updates``:
+    how many.
+    """
+
+    value: PyTree
+    num_steps: Int[Array, ""]
+    iterations: Int[Array, ""]
+    converged: Bool[Array, ""]
+    diverged: Bool[Array, ""]
+    correction_norm: Float[Array, ""]
+    residual: Any
+    matrix: KeptMatrix
+    fresh: Bool[Array, ""]
+    updates: Int[Array, ""]
+
+    @property
+    def result(self) -> RESULTS:
+        return RESULTS.where(self.converged, RESULTS.successful, RESULTS.newton_failed)
+
+
 class NewtonSolution(eqx.Module):
-    """Root, Newton iterations taken and the result code."""
+    """Root (with implicit-function-theorem derivatives), Newton iterations and result code."""
 
     value: PyTree
     num_steps: Int[Array, ""]
     result: RESULTS
     correction_norm: Float[Array, ""]
-
-
-class Newton(eqx.Module):
-    """Newton's method with a tolerance on the correction and an iteration limit.
-
-    ``tol``, ``rtol``: stop when ``||delta|| < tol + rtol ||x||``, in the 2-norm or, with
-    ``norm="max"``, the max-norm. ``max_iterations``: iteration limit (failure).
-    ``modified``: factor the iteration matrix once (at the initial guess or the ``jac`` given to
-    :func:`newton_solve`) and reuse it for every iteration.
-    """
-
-    tol: float = 1e-10
-    max_iterations: int = eqx.field(static=True, default=20)
-    modified: bool = eqx.field(static=True, default=False)
-    rtol: float = 0.0
-    norm: Literal["2", "max"] = eqx.field(static=True, default="2")
-
-    def __check_init__(self):
-        if self.max_iterations < 1:
-            raise ValueError(f"Newton.max_iterations must be >= 1, got {self.max_iterations}")
 
 
 def value_and_jacfwd(f, x):
@@ -85,6 +144,179 @@ def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> 
     return value, jnp.concatenate(blocks, axis=1)
 
 
+def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jacobian=None):
+    """``(value_and_factors, solve)`` of ``dF/dx`` for :func:`newton_iterate`: dense by
+    :func:`value_and_jacobian`, from a closed-form ``jacobian(x)`` (a matrix over the flat
+    ``x``), or by blocks of a :class:`difflie.numerics.sparsity.Sparsity` ``structure`` of
+    ``x``'s flat leaves. ``fn`` maps ``x`` to a flat residual."""
+    if structure is not None:
+        treedef = jax.tree_util.tree_structure(x0)
+
+        def value_and_factors(x):
+            leaves = [leaf.reshape(-1) for leaf in jax.tree_util.tree_leaves(x)]
+            return structure.value_and_factors(lambda parts: fn(jax.tree_util.tree_unflatten(treedef, list(parts))), leaves)
+
+        return value_and_factors, structure.solve
+    if jacobian is not None:
+        return (lambda x: (fn(x), linear.factor(jacobian(x)))), linear.solve_factored
+    return (lambda x: (lambda v, m: (v, linear.factor(m)))(*value_and_jacobian(fn, x))), linear.solve_factored
+
+
+def newton_iterate(
+    fn: Callable[[PyTree], Array | tuple[Array, Any]],
+    x0: PyTree,
+    system: tuple[Callable, Callable],
+    solver: Newton = Newton(),
+    *,
+    has_aux: bool = False,
+    converged: Callable[..., Bool[Array, ""]] | None = None,
+    retract: Callable[[PyTree, Array], PyTree] | None = None,
+    admissible: Callable[[PyTree], Bool[Array, ""]] | None = None,
+    kept: KeptMatrix | None = None,
+) -> NewtonResult:
+    """Newton's iteration on ``fn(x) = 0`` from ``x0`` (no derivatives; see the module docstring).
+
+    ``system = (value_and_factors, solve)``: ``value_and_factors(x) -> (F(x), factors)`` and
+    ``solve(factors, F) -> delta`` (:func:`linear_system`). ``fn`` returns the flat residual,
+    or ``(F, aux)`` with ``has_aux``. ``converged(x, delta, F, aux)`` replaces the default test
+    (``F``, ``aux`` are ``None`` under the correction test). ``retract(x, delta)`` is the update
+    (default ``x - delta``). ``admissible(x)``: iterates outside it count as divergence.
+    ``kept``: a modified-Newton matrix from an earlier solve, used while valid.
+    """
+    value_and_factors, solve = system
+    residual_test = solver.test == "residual"
+    modified = solver.modified
+    flat0, unravel = ravel_pytree(x0)
+    dtype = flat0.dtype
+    tol, rtol = jnp.asarray(solver.tol, dtype), jnp.asarray(solver.rtol, dtype)
+    tiny = jnp.finfo(dtype).tiny
+
+    def residual_and_aux(x):
+        out = fn(x)
+        return out if has_aux else (out, None)
+
+    if retract is None:
+
+        def retract(x, delta):
+            return unravel(ravel_pytree(x)[0] - delta)
+
+    def test(x1, delta, F1, aux1):
+        if converged is not None:
+            return converged(x1, delta, F1, aux1)
+        if residual_test:
+            return solver.measure(F1) <= tol
+        return solver.measure(delta) < tol + rtol * solver.measure(ravel_pytree(x1)[0])
+
+    zero = jnp.array(0, jnp.int32)
+    F_start = aux_start = None
+    if residual_test and kept is not None:
+        F_start, aux_start = residual_and_aux(x0)
+
+    def iterate(c, F, factors, refresh):
+        """One update with ``factors`` (``F = F(x)``, or ``None`` when the test does not need
+        it); then the policy: converged, go on, rebuild, restart from ``x0`` or fail."""
+        delta = solve(factors, F)
+        x1 = retract(c["x"], delta)
+        dnorm = solver.measure(delta)
+        finite = jnp.all(jnp.isfinite(ravel_pytree(x1)[0]))
+        if residual_test:
+            F1, aux1 = residual_and_aux(x1)
+            finite = finite & jnp.all(jnp.isfinite(F1))
+            theta = jnp.linalg.norm(F1) / jnp.maximum(jnp.linalg.norm(F), tiny)
+        else:
+            F1 = aux1 = None
+            theta = dnorm / jnp.maximum(c["dnorm"], tiny)
+        diverged = ~finite if admissible is None else ~(finite & admissible(x1))
+        done = ~diverged & test(x1, delta, F1, aux1)
+        k = c["k"] + 1
+        fresh = c["fresh"] | refresh
+        at_start = jnp.where(refresh, c["at_x0"], c["at_start"])  # the matrix was built at x0
+        exhausted = (k >= solver.max_iterations) & ~done
+        if modified:
+            diverging = diverged
+            if solver.divergence is not None:
+                diverging = diverging | (theta > solver.divergence)
+            restart = ~done & ((diverging & ~at_start) | (exhausted & ~fresh))
+            reset = restart & ~fresh  # the attempt ran on a matrix from an earlier solve
+            valid = ~restart & finite
+            if solver.contractivity is not None:
+                valid = valid & (theta <= solver.contractivity)
+            valid = valid | done
+        else:
+            diverging, restart, reset, valid = diverged, jnp.array(False), jnp.array(False), jnp.array(True)
+        failed = ~done & ~restart & (diverging | exhausted)
+        if F_start is not None:
+            F1 = jnp.where(restart, F_start, F1)
+        return dict(
+            x=jax.tree_util.tree_map(lambda a, b: jnp.where(restart, a, b), x0, x1),
+            F=F1,
+            aux=aux1,
+            factors=factors,
+            valid=valid,
+            reuse=jnp.where(refresh, 1, c["reuse"] + 1),
+            at_x0=restart,
+            at_start=at_start,
+            fresh=fresh,
+            k=jnp.where(reset, 0, k),
+            total=c["total"] + 1,
+            updates=c["updates"] + jnp.asarray(refresh, jnp.int32),
+            dnorm=dnorm,
+            done=done,
+            failed=failed,
+            diverged=diverged,
+        )
+
+    def body(c):
+        if not modified:
+            F, factors = value_and_factors(c["x"])
+            return iterate(c, F, factors, True)
+        refresh = ~c["valid"]
+        if solver.max_reuse is not None:
+            refresh = refresh | (c["reuse"] >= solver.max_reuse)
+        if residual_test:
+            factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
+            F = c["F"]
+        else:
+            F, factors = jax.lax.cond(
+                refresh, lambda: value_and_factors(c["x"]), lambda: (residual_and_aux(c["x"])[0], c["factors"])
+            )
+        return iterate(c, F, factors, refresh)
+
+    def cond(c):
+        return ~c["done"] & ~c["failed"]
+
+    start = dict(
+        x=x0, reuse=zero, at_x0=jnp.array(True), at_start=jnp.array(True), fresh=jnp.array(False), k=zero,
+        total=zero, dnorm=jnp.asarray(jnp.inf, dtype), done=jnp.array(False), failed=jnp.array(False),
+    )  # fmt: skip
+    if kept is None:
+        # The first matrix is always built at x0: that iteration runs before the loop, and F(x0)
+        # is the primal of the forward pass that builds the matrix.
+        F0, factors0 = value_and_factors(x0)
+        if residual_test and modified:
+            F_start = F0
+        c0 = dict(start, F=F0 if residual_test else None, factors=factors0, valid=jnp.array(True), updates=zero)
+        init = iterate(c0, F0, factors0, True)
+    else:
+        init = dict(
+            start, F=F_start, aux=aux_start, factors=kept.factors, valid=kept.valid, updates=zero,
+            diverged=jnp.array(False), at_start=jnp.array(False),
+        )  # fmt: skip
+    out = jax.lax.while_loop(cond, body, init)
+    return NewtonResult(
+        value=out["x"],
+        num_steps=out["k"],
+        iterations=out["total"],
+        converged=out["done"],
+        diverged=out["diverged"],
+        correction_norm=out["dnorm"],
+        residual=(out["F"], out["aux"]) if residual_test else None,
+        matrix=KeptMatrix(out["factors"], out["valid"]),
+        fresh=out["fresh"],
+        updates=out["updates"],
+    )
+
+
 def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any, structure=None) -> PyTree:
     """``root`` (a root of ``fn(., args)`` found without derivatives) with the derivatives of the
     root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp``; no cost in a forward run.
@@ -107,82 +339,42 @@ def newton_solve(
     *,
     floor: tuple[Float[Array, " n"], Float[Array, ""]] | None = None,
     structure=None,
+    jacobian: Callable[[PyTree], Array] | None = None,
+    admissible: Callable[[PyTree], Bool[Array, ""]] | None = None,
 ) -> NewtonSolution:
-    """Solve ``fn(x, args) = 0`` from ``x0``; differentiable in ``args`` by the IFT.
+    """Solve ``fn(x, args) = 0`` from ``x0`` by :func:`newton_iterate`; differentiable in
+    ``args`` (and in ``x0``'s closure) by the implicit-function theorem.
 
-    ``fn`` maps a pytree to a pytree of the same total size (flattened internally); modified
-    Newton factors ``dF/dx(x0)`` once. ``floor = (weights, tol)``
-    (optional): a second test, met when ``||weights * delta|| < tol`` (a correction below the
-    rounding of what it moves). ``structure`` (optional, a
-    :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves): build and factor the
-    iteration matrix by blocks, for the iterations and the derivatives.
+    ``fn`` maps a pytree to a pytree of the same total size (flattened internally).
+    ``floor = (weights, tol)`` (optional): a second test, met when ``||weights * delta|| < tol``
+    (a correction below the rounding of what it moves). ``structure`` (a
+    :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves) or ``jacobian`` (a
+    closed form over the flat ``x``): how the iteration matrix is built (default: dense by
+    autodiff). ``admissible``: iterates outside it fail with ``RESULTS.no_solution``.
     """
-    flat0, unravel = ravel_pytree(x0)
-    n = flat0.shape[0]
+    n = ravel_pytree(x0)[0].shape[0]
     m = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(eqx.filter_eval_shape(fn, x0, args)))
     if m != n:
         raise ValueError(f"newton_solve: residual has {m} entries but the unknown has {n}")
-    tol = jnp.asarray(solver.tol, flat0.dtype)
-    rtol = jnp.asarray(solver.rtol, flat0.dtype)
-    _norm = (lambda v: jnp.max(jnp.abs(v))) if solver.norm == "max" else jnp.linalg.norm
+    args_ng, x0_ng = no_grad((args, x0))
 
     def flat_fn(x):
-        return ravel_pytree(fn(unravel(x), args))[0]
+        return ravel_pytree(fn(x, args_ng))[0]
 
-    def value_and_solver(x):
-        """``F(x)`` and ``b -> J(x)^{-1} b``."""
-        if structure is None:
-            fx, mat = value_and_jacobian(lambda xt: ravel_pytree(fn(xt, args))[0], unravel(x))
-            factors = linear.factor(mat)
-            return fx, lambda b: linear.solve_factored(factors, b)
-        leaves = jax.tree_util.tree_leaves(unravel(x))
-        treedef = jax.tree_util.tree_structure(x0)
-        fx, factors = structure.value_and_factors(
-            lambda parts: ravel_pytree(fn(jax.tree_util.tree_unflatten(treedef, list(parts)), args))[0],
-            [leaf.reshape(-1) for leaf in leaves],
-        )
-        return fx, lambda b: structure.solve(factors, b)
+    converged = None
+    if floor is not None:
+        tol, rtol = jnp.asarray(solver.tol), jnp.asarray(solver.rtol)
 
-    def solve(f, x_init):
-        # The first iteration takes F(x_init) from the forward pass that builds the matrix.
-        f0, solve0 = value_and_solver(x_init)
+        def converged(x1, delta, F1, aux1):
+            plain = solver.measure(delta) < tol + rtol * solver.measure(ravel_pytree(x1)[0])
+            return plain | (solver.measure(floor[0] * delta) < floor[1])
 
-        def update(x, fx, solve_with):
-            delta = solve_with(fx)
-            x_new = x - delta
-            dnorm = _norm(delta)
-            # The correction against the tolerance: < 0 means converged.
-            excess = dnorm - tol - rtol * _norm(x_new)
-            if floor is not None:
-                excess = jnp.minimum(excess, _norm(floor[0] * delta) - floor[1])
-            return x_new, dnorm, excess, jnp.all(jnp.isfinite(x_new))
-
-        def cond(carry):
-            _, k, _, excess, ok = carry
-            return (k < solver.max_iterations) & (excess >= 0) & ok
-
-        def body(carry):
-            x, k, _, _, _ = carry
-            if solver.modified:
-                x, dnorm, excess, ok = update(x, f(x), solve0)
-            else:
-                fx, solve_x = value_and_solver(x)
-                x, dnorm, excess, ok = update(x, fx, solve_x)
-            return x, k + 1, dnorm, excess, ok
-
-        x1, dnorm1, excess1, ok1 = update(x_init, f0, solve0)
-        init = (x1, jnp.array(1, jnp.int32), dnorm1, excess1, ok1)
-        x, k, dnorm, excess, ok = jax.lax.while_loop(cond, body, init)
-        # Auxiliary outputs travel as floats: custom_root gives them float tangents.
-        return x, jnp.stack([k.astype(x.dtype), dnorm, excess, ok.astype(x.dtype)])
-
-    tangent_solve = linear.tangent_solve if structure is None else structure.tangent_solve
-    x, aux = jax.lax.custom_root(flat_fn, flat0, solve, tangent_solve, has_aux=True)
-    aux = jax.lax.stop_gradient(aux)
-    k, dnorm = aux[0].astype(jnp.int32), aux[1]
-    converged = (aux[3] > 0) & (aux[2] < 0)
-    result = RESULTS.where(converged, RESULTS.successful, RESULTS.newton_failed)
-    return NewtonSolution(value=unravel(x), num_steps=k, result=result, correction_norm=dnorm)
+    system = linear_system(flat_fn, x0_ng, structure, jacobian)
+    out = newton_iterate(flat_fn, x0_ng, system, solver, converged=converged, admissible=admissible)
+    value = implicit_derivatives(fn, out.value, args, structure)
+    failure = RESULTS.newton_failed if admissible is None else RESULTS.where(out.diverged, RESULTS.no_solution, RESULTS.newton_failed)
+    result = RESULTS.where(out.converged, RESULTS.successful, failure)
+    return NewtonSolution(value=value, num_steps=out.num_steps, result=result, correction_norm=out.correction_norm)
 
 
 def no_grad(tree: PyTree) -> PyTree:

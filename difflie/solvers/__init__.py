@@ -14,6 +14,13 @@ rows, constraint rows with pinned points) and shares one vocabulary of options:
 - ``extrapolation``: degree of the polynomial predictor that starts Newton (0: last values).
 - ``rho_inf``: spectral radius at infinity, in ``[0, 1)`` for the index-3 ``GeneralizedAlpha``
   and ``[0, 1]`` for the ODE solver ``LGTGeneralizedAlpha``.
+- Coordinates are the solver's choice, each under one name: ``velocity`` for the explicit RKMK
+  solvers (``"so3xr3"``, ``"se3"``, ``"ulvc"``: :mod:`difflie.eom`), ``formulation`` for the
+  configuration of ``BackwardEuler`` (``"rA"``, ``"rp"``, ``"re"``), and a chart for the LGT
+  solvers (:meth:`difflie.coords.AbsoluteModel.from_model`).
+
+All Newton iterations (implicit steps, kinematic analysis, assembly) are one loop,
+:func:`difflie.numerics.newton.newton_iterate`, with derivatives by the implicit-function theorem.
 
 A solver that cannot take a model raises ``ValueError`` naming why before anything runs.
 """

@@ -40,7 +40,16 @@ from .. import dae
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
 from ..numerics import linear, sparsity
-from ..numerics.newton import Newton, NewtonSolution, implicit_derivatives, newton_solve, no_grad
+from ..numerics.newton import (
+    KeptMatrix,
+    Newton,
+    NewtonSolution,
+    implicit_derivatives,
+    linear_system,
+    newton_iterate,
+    newton_solve,
+    no_grad,
+)
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
 from .predictor import History
@@ -188,42 +197,24 @@ class BackwardEuler(AbstractSolver):
             sol = newton_solve(residual, x0, args, newton, floor=floor, structure=st)
             return sol, None, jnp.array(True), sol.num_steps
 
-        # Modified Newton without derivatives, on the kept matrix unless it is stale; if that
-        # fails, once more from x0 on a fresh matrix. One loop: one copy of the matrix and of
-        # the residual in the compiled step (and one implicit-function rule for its gradient).
+        # Modified Newton without derivatives, on the kept matrix unless it is stale (a step
+        # that does not converge on it is solved again from x0 on a fresh one); derivatives
+        # attached once after it by the implicit-function theorem.
         args_ng, x0_ng = no_grad((args, x0))
-        flat0, unravel = ravel_pytree(x0_ng)
-        tol = jnp.asarray(tol, flat0.dtype)
         same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
-        stale = (state.age >= self.matrix_reuse) | ~same_h
+        kept = KeptMatrix(state.factors, (state.age < self.matrix_reuse) & same_h)
 
-        def fresh_factors():
-            return st.value_and_factors(lambda parts: ravel_pytree(residual(parts, args_ng))[0], x0_ng)[1]
+        def flat_residual(x):
+            return ravel_pytree(residual(x, args_ng))[0]
 
-        def body(c):
-            build = ~c["fresh"] & (stale | c["failed"])
-            factors = jax.lax.cond(build, fresh_factors, lambda: c["factors"])
-            x = jnp.where(build, flat0, c["x"])
-            delta = st.solve(factors, ravel_pytree(residual(unravel(x), args_ng))[0])
-            x = x - delta
-            dnorm = jnp.linalg.norm(delta)
-            done = (dnorm < tol) | (jnp.linalg.norm(floor[0] * delta) < floor[1])
-            k = jnp.where(build, 1, c["k"] + 1)
-            failed = ~jnp.all(jnp.isfinite(x)) | ((k >= self.max_iterations) & ~done)
-            fresh = c["fresh"] | build
-            return dict(x=x, factors=factors, fresh=fresh, failed=failed, k=k, total=c["total"] + 1, dnorm=dnorm, done=done)
+        def converged(x1, delta, F1, aux1):
+            return (jnp.linalg.norm(delta) < tol) | (jnp.linalg.norm(floor[0] * delta) < floor[1])
 
-        def cond(c):
-            return (~c["done"] | c["failed"]) & ~(c["failed"] & c["fresh"])
-
-        zero = jnp.array(0, jnp.int32)
-        init = dict(x=flat0, factors=state.factors, fresh=jnp.array(False), failed=jnp.array(False), k=zero, total=zero,
-                    dnorm=jnp.asarray(jnp.inf, flat0.dtype), done=jnp.array(False))  # fmt: skip
-        out = jax.lax.while_loop(cond, body, init)
-        value = implicit_derivatives(residual, unravel(out["x"]), args, st)
-        result = RESULTS.where(out["failed"], RESULTS.newton_failed, RESULTS.successful)
-        sol = NewtonSolution(value, out["k"], result, out["dnorm"])  # the last attempt
-        return sol, out["factors"], out["fresh"], out["total"]
+        system = linear_system(flat_residual, x0_ng, st)
+        out = newton_iterate(flat_residual, x0_ng, system, newton, converged=converged, kept=kept)
+        value = implicit_derivatives(residual, out.value, args, st)
+        sol = NewtonSolution(value, out.num_steps, out.result, out.correction_norm)  # the last attempt
+        return sol, out.matrix.factors, out.fresh, out.iterations
 
     def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
         """The step residual in the unknowns ``x = (a, lambda)`` (written once; two arrays, so

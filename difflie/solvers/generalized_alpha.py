@@ -38,7 +38,7 @@ from ..lie import hat
 from ..lie.ops import mm, mv
 from ..lie.ops import so3_exp_matrix
 from ..numerics import linear, sparsity
-from ..numerics.newton import implicit_derivatives, no_grad
+from ..numerics.newton import KeptMatrix, Newton, implicit_derivatives, newton_iterate, no_grad
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
 from .predictor import History
@@ -55,6 +55,28 @@ def alpha_coefficients(rho_inf: float | Array) -> tuple[Any, Any, Any, Any]:
     gamma = 0.5 + alpha_f - alpha_m
     beta = 0.25 * (gamma + 0.5) ** 2
     return alpha_m, alpha_f, gamma, beta
+
+
+# The time discretisation, written once for this solver and the LGT variant
+# (:class:`difflie.coords.LGTGeneralizedAlpha`): with ``a`` the algorithmic acceleration,
+#     dq = h v0 + h^2 (1/2 - beta) a0 + h^2 beta a1,   v1 = v0 + h (1 - gamma) a0 + h gamma a1,
+#     (1 - alpha_m) a1 + alpha_m a0 = (1 - alpha_f) vdot1 + alpha_f vdot0.
+
+
+def alpha_increment(rho_inf, h, v0, a0, vdot0, vdot1):
+    """The increment ``dq`` for a given ``vdot1`` (the Newton predictor)."""
+    alpha_m, alpha_f, _, beta = alpha_coefficients(rho_inf)
+    a1 = ((1 - alpha_f) * vdot1 + alpha_f * vdot0 - alpha_m * a0) / (1 - alpha_m)
+    return h * v0 + h**2 * (0.5 - beta) * a0 + h**2 * beta * a1
+
+
+def alpha_rates(rho_inf, h, v0, a0, vdot0, dq):
+    """``(a1, v1, vdot1)`` from the increment ``dq``."""
+    alpha_m, alpha_f, gamma, beta = alpha_coefficients(rho_inf)
+    a1 = (dq - h * v0 - h**2 * (0.5 - beta) * a0) / (h**2 * beta)
+    v1 = v0 + h * (1 - gamma) * a0 + h * gamma * a1
+    vdot1 = ((1 - alpha_m) * a1 + alpha_m * a0 - alpha_f * vdot0) / (1 - alpha_f)
+    return a1, v1, vdot1
 
 
 class GeneralizedAlphaState(eqx.Module):
@@ -220,7 +242,7 @@ class GeneralizedAlpha(AbstractSolver):
         takes the multipliers' columns through ``B^T lambda`` only), ``unpack`` of the flat
         unknown ``x = [dq, s lambda]``, and the predictor from ``guess = [vdot1, lambda1]``
         (flat; default ``[vdot0, lambda0]``)."""
-        alpha_m, alpha_f, gamma, beta = alpha_coefficients(self.rho_inf)
+        beta = alpha_coefficients(self.rho_inf)[3]
         nb = y0.position.shape[0]
         s = beta * h**2 if self.scaling else jnp.ones_like(h)
         v0 = jnp.concatenate([y0.velocity, y0.angular_velocity], axis=-1)
@@ -232,9 +254,7 @@ class GeneralizedAlpha(AbstractSolver):
         def unpack_parts(parts):
             dq = parts[0].reshape(nb, 6)
             lam = parts[1] / s
-            a1 = (dq - h * v0 - h**2 * (0.5 - beta) * a0) / (h**2 * beta)
-            v1 = v0 + h * (1 - gamma) * a0 + h * gamma * a1
-            vdot1 = ((1 - alpha_m) * a1 + alpha_m * a0 - alpha_f * vdot0) / (1 - alpha_f)
+            a1, v1, vdot1 = alpha_rates(self.rho_inf, h, v0, a0, vdot0, dq)
             x1, R1 = _compose(y0.position, y0.rotation, dq)
             return x1, R1, v1, vdot1, a1, lam
 
@@ -243,94 +263,47 @@ class GeneralizedAlpha(AbstractSolver):
             dyn, phi, scale = _dynamics(model, t1, x1, R1, v1, vdot1, lam)
             return jnp.concatenate([s * dyn.reshape(-1), phi]), scale
 
-        # Predictor: a1 from the guessed vdot1 through the alpha relation.
+        # Predictor: the increment of the guessed vdot1.
         vdot1, lam1 = (vdot0, y0.multipliers) if guess is None else (guess[: 6 * nb].reshape(nb, 6), guess[6 * nb :])
-        a1 = ((1 - alpha_f) * vdot1 + alpha_f * vdot0 - alpha_m * a0) / (1 - alpha_m)
-        dq_pred = h * v0 + h**2 * (0.5 - beta) * a0 + h**2 * beta * a1
+        dq_pred = alpha_increment(self.rho_inf, h, v0, a0, vdot0, vdot1)
         x_pred = jnp.concatenate([dq_pred.reshape(-1), s * lam1])
         return fn, unpack, x_pred, s
 
     def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h, st: sparsity.Sparsity):
-        """Full or modified Newton on ``fn`` (of the parts of ``x``);
-        ``(x, iterations, converged, max |F(x)|, cache)``.
+        """Full or modified Newton (:func:`difflie.numerics.newton.newton_iterate`) on ``fn``
+        (of the parts of ``x``); ``(x, iterations, converged, max |F(x)|, cache)``.
 
         The first ``n_dyn`` entries of ``F`` are the scaled dynamic rows, the rest the
-        constraint residual.
+        constraint residual; a diverging modified iteration (contraction rate above 2)
+        restarts from the predictor.
         """
         rtol, atol, ctol = self._tolerances(x0.dtype)
-        full = self.newton == "full"
-        fn_parts = fn
-
-        def fn(x):
-            return fn_parts(_split(x, n_dyn))
+        modified = self.newton == "modified"
+        newton = Newton(
+            max_iterations=self.max_iterations,
+            modified=modified,
+            test="residual",
+            contractivity=self.contractivity,
+            max_reuse=self.max_reuse,
+            divergence=2.0,
+        )
 
         def value_and_factors(x):
-            return st.value_and_factors(lambda parts: fn_parts(parts)[0], _split(x, n_dyn))
+            return st.value_and_factors(lambda parts: fn(parts)[0], _split(x, n_dyn))
 
-        def factors_at(x):
-            return value_and_factors(x)[1]
+        def converged(x1, delta, F, scale):
+            ok_dyn = jnp.linalg.norm(F[:n_dyn] / s) <= atol + rtol * scale
+            return ok_dyn & jnp.all(jnp.abs(F[n_dyn:]) <= ctol)
 
-        def converged(F, scale):
-            dyn = F[:n_dyn] / s
-            phi = F[n_dyn:]
-            ok_dyn = jnp.linalg.norm(dyn) <= atol + rtol * scale
-            ok_phi = jnp.all(jnp.abs(phi) <= ctol)
-            return ok_dyn & ok_phi
-
-        def iterate(c, factors, refresh):
-            """One Newton update with the given factors. A diverging modified-Newton iterate
-            restarts from the predictor ``(x0, F0)``; ``F0`` is bound below, before any call."""
-            x = c["x"] - st.solve(factors, c["F"])
-            F, scale = fn(x)
-            finite = jnp.all(jnp.isfinite(F)) & jnp.all(jnp.isfinite(x))
-            norm_old = jnp.linalg.norm(c["F"])
-            norm_new = jnp.where(finite, jnp.linalg.norm(F), jnp.inf)
-            theta = norm_new / jnp.maximum(norm_old, jnp.finfo(x.dtype).tiny)
-            done = finite & converged(F, scale)
-            if full:
-                valid = jnp.array(True)
-                restart = jnp.array(False)
-            else:
-                # Slow contraction: rebuild the matrix; divergence: restart from the predictor.
-                valid = finite & (theta <= self.contractivity)
-                restart = (~done) & ((~finite) | (theta > 2.0))
-            x = jnp.where(restart, x0, x)
-            F = jnp.where(restart, F0, F)
-            return dict(
-                x=x,
-                F=F,
-                factors=factors,
-                valid=valid | done,
-                reuse=jnp.where(refresh, 1, c["reuse"] + 1),
-                it=c["it"] + 1,
-                updates=c["updates"] + jnp.asarray(refresh, jnp.int32),
-                done=done,
-            )
-
-        def cond(c):
-            return (~c["done"]) & (c["it"] < self.max_iterations)
-
-        def body(c):
-            if full:
-                return iterate(c, factors_at(c["x"]), True)
-            refresh = (~c["valid"]) | (c["reuse"] >= self.max_reuse)
-            factors = jax.lax.cond(refresh, lambda: factors_at(c["x"]), lambda: c["factors"])
-            return iterate(c, factors, refresh)
-
-        start = dict(x=x0, reuse=jnp.array(0, jnp.int32), it=jnp.array(0, jnp.int32), done=jnp.array(False))
-        if full or not self.reuse_across_steps:
-            # The first iteration builds its matrix at x0: F(x0) is the primal of that forward
-            # pass, and the iteration runs before the loop (which then always starts afresh).
-            F0, factors0 = value_and_factors(x0)
-            init = iterate(dict(start, F=F0, updates=cache.updates), factors0, True)
-        else:
-            F0, _ = fn(x0)
-            same_h = jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)
-            init = dict(start, F=F0, factors=cache.factors, valid=cache.valid & same_h, updates=cache.updates)
-
-        out = jax.lax.while_loop(cond, body, init)
-        new_cache = IterationMatrix(out["factors"], out["valid"], h, out["updates"])
-        return out["x"], out["it"], out["done"], jnp.max(jnp.abs(out["F"])), new_cache
+        kept = None
+        if modified and self.reuse_across_steps:
+            kept = KeptMatrix(cache.factors, cache.valid & (jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)))
+        out = newton_iterate(
+            lambda x: fn(_split(x, n_dyn)), x0, (value_and_factors, st.solve), newton,
+            has_aux=True, converged=converged, kept=kept,
+        )  # fmt: skip
+        new_cache = IterationMatrix(out.matrix.factors, out.matrix.valid, h, cache.updates + out.updates)
+        return out.value, out.iterations, out.converged, jnp.max(jnp.abs(out.residual[0])), new_cache
 
     def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: GeneralizedAlphaSolverState):
         dtype = y0.position.dtype

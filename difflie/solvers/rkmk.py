@@ -15,7 +15,7 @@ dropping it (``correction=False``) or truncating it early lowers the order to 2.
 from __future__ import annotations
 
 from math import factorial
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -106,16 +106,23 @@ def _so3_increment_jvp(primals, tangents):
 class AbstractRKMK(AbstractSolver):
     """Generic explicit RKMK stepper; subclasses fix the tableau.
 
+    ``velocity``: the velocity coordinates and group (:mod:`difflie.eom`): ``"so3xr3"`` (world
+    velocity of the body-frame origin and body angular velocity, on SO(3)xR3), ``"se3"`` (the
+    body twist, on SE(3)) or ``"ulvc"`` (the unified local velocity coordinates of Holzinger,
+    Gerstmayr & Schöberl, on SE(3), with the model's ``ulvc_lengths``).
     ``correction=False`` replaces ``dexpinv(q)`` by the identity (the "plain exp update", order
     2 at best); ``dexpinv_order=k`` truncates its series after ``ad_q^k`` (``None``: closed
     form). Both exist as negative controls and for experiments.
     """
 
     tableau: ClassVar[ButcherTableau]
+    velocity: Literal["so3xr3", "se3", "ulvc"] = eqx.field(static=True, default="so3xr3")
     correction: bool = eqx.field(static=True, default=True)
     dexpinv_order: int | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
+        if self.velocity not in eom.VELOCITIES:
+            raise ValueError(f"velocity must be one of {eom.VELOCITIES}, got {self.velocity!r}")
         if self.dexpinv_order is not None and not 0 <= self.dexpinv_order < len(_SERIES):
             raise ValueError(f"dexpinv_order must be in [0, {len(_SERIES) - 1}] or None")
 
@@ -160,15 +167,15 @@ class AbstractRKMK(AbstractSolver):
 
     def init(self, model, t0, dt0):
         self.check_model(model)
-        cache = eom.prepare(model)
-        y0 = eom.initial_state(model)
+        cache = eom.prepare(model, self.velocity)
+        y0 = eom.initial_state(model, self.velocity)
         first = eom.vector_field(model, cache, t0, *y0) if self.tableau.fsal else None
         return y0, (cache, first)
 
     def step(self, model, t0, t1, y0, solver_state):
         cache, first = solver_state
         tab = self.tableau
-        G = eom.group(model)
+        G = eom.group(self.velocity)
         g0, v0 = y0
         h = t1 - t0
         kq, kv = [], []
@@ -206,7 +213,7 @@ class AbstractRKMK(AbstractSolver):
         return (g1, v1), y_error, (cache, last), stats, result
 
     def observe(self, model, y) -> BodyState:
-        return BodyState(*eom.observe(model, *y))
+        return BodyState(*eom.observe(model, self.velocity, *y))
 
     def error_norm(self, y0, y1, y_error, rtol, atol):
         """RMS of the tangent error ``(e_q, e_v)`` scaled by ``atol + rtol max(|y0|, |y1|)``.

@@ -45,8 +45,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..body import RigidBody
+from .. import eom
 from ..lie import SO3xR3, UnitDualQuaternion, cross, hat
-from ..numerics import linear
+from ..numerics.newton import Newton, newton_solve
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
 
@@ -54,22 +56,6 @@ from .base import AbstractSolver, StepStats
 # --------------------------------------------------------------------------------------------
 # The body
 # --------------------------------------------------------------------------------------------
-
-
-def spatial_inertia(mass, inertia, com, added_mass=None) -> Float[Array, "6 6"]:
-    """Spatial inertia about the body-frame origin, translation first:
-
-        M = [[m I, -m S(c)], [m S(c), J_c + m (|c|^2 I - c c^T)]] + added_mass
-
-    for mass ``m``, inertia ``J_c`` about the centre of mass in body axes and centre of mass
-    ``c`` in the body frame, so ``0.5 chi^T M chi`` is the kinetic energy of the twist ``chi``.
-    """
-    mass, inertia, com = jnp.asarray(mass), jnp.asarray(inertia), jnp.asarray(com)
-    eye = jnp.eye(3, dtype=inertia.dtype)
-    C = hat(com)
-    J = inertia + mass * (jnp.dot(com, com) * eye - jnp.outer(com, com))
-    M = jnp.block([[mass * eye, -mass * C], [mass * C, J]])
-    return M if added_mass is None else M + jnp.asarray(added_mass)
 
 
 def _check_inertia(M) -> None:
@@ -134,8 +120,9 @@ class FreeBody(eqx.Module):
         inertia = jnp.asarray(inertia)
         rotation = jnp.eye(3, dtype=inertia.dtype) if rotation is None else rotation
         pose = UnitDualQuaternion.from_rotation_translation(rotation, jnp.asarray(position, inertia.dtype))
+        M = RigidBody(mass, inertia, com).spatial_inertia()[0]
         return cls(
-            spatial_inertia(mass, inertia, com, added_mass),
+            M if added_mass is None else M + jnp.asarray(added_mass),
             jnp.asarray(com, inertia.dtype),
             pose,
             jnp.asarray(twist, inertia.dtype),
@@ -243,61 +230,22 @@ def discrete_momentum_map_jacobian(M: Float[Array, "6 6"], x: Float[Array, "6"])
 # Newton with implicit-function-theorem gradients
 # --------------------------------------------------------------------------------------------
 
-_RUNNING, _CONVERGED, _LEFT_CHART, _MAX_STEPS = 0, 1, 2, 3
-
-
-def _newton(residual, jacobian, x0, scale, rtol, max_iterations):
-    """Newton on ``residual(x) = 0`` from ``x0``; stops at ``|r|_inf <= rtol * scale``.
-
-    Returns ``(x, iterations, status)``; ``status`` is one of the ``_CONVERGED``/``_LEFT_CHART``
-    (an iterate with ``|Phi| >= 1`` or a non-finite value)/``_MAX_STEPS`` codes.
-    """
-
-    def status_of(x, r, it):
-        n = x.shape[0]
-        phi = x[n - 3 :]
-        bad = (jnp.dot(phi, phi) >= 1.0) | ~jnp.all(jnp.isfinite(r))
-        done = jnp.max(jnp.abs(r)) <= rtol * scale
-        return jnp.where(
-            bad, _LEFT_CHART, jnp.where(done, _CONVERGED, jnp.where(it >= max_iterations, _MAX_STEPS, _RUNNING))
-        )
-
-    def body(carry):
-        x, r, it, _ = carry
-        x = x - jnp.linalg.solve(jacobian(x), r)
-        r = residual(x)
-        return x, r, it + 1, status_of(x, r, it + 1)
-
-    r0 = residual(x0)
-    carry = (x0, r0, jnp.array(0), status_of(x0, r0, 0))
-    x, _, it, status = jax.lax.while_loop(lambda c: c[3] == _RUNNING, body, carry)
-    return x, it, status
-
-
 def _implicit_solve(G, jacobian, target, x0, rtol, max_iterations):
-    """Solve ``G(x) = target``; differentiable in everything ``G`` and ``target`` close over
-    by the implicit-function theorem (the Newton iterations are not unrolled)."""
+    """Solve ``G(x) = target`` by Newton (:func:`difflie.numerics.newton.newton_solve`), to
+    ``max |G(x) - target| <= rtol max |target|``; differentiable in everything ``G`` and
+    ``target`` close over by the implicit-function theorem. An iterate with ``|Phi| >= 1`` (the
+    last three entries: outside the chart) or not finite gives ``RESULTS.no_solution``."""
     scale = jnp.maximum(jnp.max(jnp.abs(jax.lax.stop_gradient(target))), jnp.finfo(target.dtype).tiny)
+    newton = Newton(tol=rtol * scale, max_iterations=max_iterations, norm="max", test="residual")
 
-    def f(x):
-        return G(x) - target
+    def inside_chart(x):
+        phi = x[x.shape[0] - 3 :]
+        return jnp.dot(phi, phi) < 1.0
 
-    def solve(f, x_init):
-        jac = jax.jacfwd(f) if jacobian is None else jacobian
-        x, it, status = _newton(f, jac, x_init, scale, rtol, max_iterations)
-        # custom_root differentiates its aux output too: carry the counters as floats
-        return x, jax.lax.stop_gradient(jnp.stack([it, status]).astype(x.dtype))
-
-    x, aux = jax.lax.custom_root(f, x0, solve, linear.tangent_solve, has_aux=True)
-    return x, (aux[0].astype(jnp.int32), aux[1].astype(jnp.int32))
-
-
-def _result(status) -> RESULTS:
-    return RESULTS.where(
-        status == _CONVERGED,
-        RESULTS.successful,
-        RESULTS.where(status == _LEFT_CHART, RESULTS.no_solution, RESULTS.newton_failed),
+    sol = newton_solve(
+        lambda x, target: G(x) - target, x0, target, newton, jacobian=jacobian, admissible=inside_chart
     )
+    return sol.value, sol.num_steps, sol.result
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,24 +265,18 @@ class _GravityPotential(eqx.Module):
 
 
 class _ModelWrench(eqx.Module):
-    """The force elements of a one-body :class:`difflie.model.Model` as a body wrench about the
-    reference point (gravity excluded: it is the body's potential)."""
+    """The force elements of a one-body :class:`difflie.model.Model` (its
+    :meth:`~difflie.model.Model.applied_forces` without gravity, which is the body's potential)
+    as a body wrench about the reference point."""
 
-    forces: tuple
-    com: Float[Array, "3"]
+    model: Any  # the one-body Model with zero gravity
 
     def __call__(self, t, pose: UnitDualQuaternion, twist):
-        R = pose.rotation
+        R, com = pose.rotation, self.model.bodies.com[0]
         omega = twist[3:]
-        r = pose.act(self.com)
-        rdot = R @ (twist[:3] + cross(omega, self.com))
-        force = jnp.zeros_like(r)
-        torque = jnp.zeros_like(r)
-        for element in self.forces:  # one element per force type
-            f, tau = element(t, r[None], R[None], rdot[None], omega[None])
-            force, torque = force + f[0], torque + tau[0]
-        force_body = R.T @ force
-        return jnp.concatenate([force_body, torque + cross(self.com, force_body)])
+        rdot = R @ (twist[:3] + cross(omega, com))
+        f, tau = self.model.applied_forces(t, pose.act(com)[None], R[None], rdot[None], omega[None])
+        return eom.about_origin(R, com, f[0], tau[0])
 
 
 def as_free_body(model) -> FreeBody:
@@ -355,12 +297,12 @@ def as_free_body(model) -> FreeBody:
     pinned = bool(model.pinned.size)
     v_ref = R0.T @ v0 - cross(omega0, c)  # zero for a pinned body
     return FreeBody(
-        spatial_inertia(m, b.inertia[0], c),
+        b.spatial_inertia()[0],
         c,
         UnitDualQuaternion.from_rotation_translation(R0, r0 - R0 @ c),
         jnp.concatenate([v_ref, omega0]),
         _GravityPotential(m, c, model.gravity),
-        _ModelWrench(tuple(model.forces), c) if len(model.forces) else None,
+        _ModelWrench(eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))) if model.forces else None,
         pinned,
     )
 
@@ -455,12 +397,12 @@ class DQVI(_AbstractVariational):
         M = body._active_inertia()
         target = 0.5 * h * mu + 0.25 * h * h * tau0
         if body.pinned:
-            phi, (iterations, status) = self._solve_rotation(M[3:, 3:], target[3:], dtype)
+            phi, iterations, result = self._solve_rotation(M[3:, 3:], target[3:], dtype)
             x = jnp.concatenate([jnp.zeros_like(phi), phi])
             mu_minus = jnp.concatenate([jnp.zeros_like(phi), _rotation_map(M[3:, 3:], -phi)]) * (-2.0 / h)
         else:
             jac = (lambda x: discrete_momentum_map_jacobian(M, x)) if self.jacobian == "closed_form" else None
-            x, (iterations, status) = _implicit_solve(
+            x, iterations, result = _implicit_solve(
                 lambda x: discrete_momentum_map(M, x),
                 jac,
                 target,
@@ -473,7 +415,7 @@ class DQVI(_AbstractVariational):
         tau1 = self._wrench(body, t1, pose1, jnp.linalg.solve(M, mu_minus))
         y1 = VariationalState(pose1, mu_minus + 0.5 * h * tau1)
         stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations)
-        return y1, None, tau1, stats, _result(status)
+        return y1, None, tau1, stats, result
 
     def twist(self, model, y: VariationalState) -> Float[Array, "6"]:
         """Body twist ``(v, omega)`` of the reference point: ``M^-1 mu``."""
@@ -563,7 +505,7 @@ class SO3xR3Variational(_AbstractVariational):
         h = t1 - t0
         tau0 = solver_state
         p, Pi = y0.momentum[:3], y0.momentum[3:]
-        phi, (iterations, status) = self._solve_rotation(J, 0.5 * h * Pi + 0.25 * h * h * tau0[3:], Pi.dtype)
+        phi, iterations, result = self._solve_rotation(J, 0.5 * h * Pi + 0.25 * h * h * tau0[3:], Pi.dtype)
         w = jnp.sqrt(1.0 - jnp.dot(phi, phi))
         F = UnitDualQuaternion(jnp.concatenate([w[None], phi]), jnp.zeros(4, phi.dtype)).rotation
         p_half = p + 0.5 * h * tau0[:3]
@@ -573,7 +515,7 @@ class SO3xR3Variational(_AbstractVariational):
         tau1 = self._wrench(body, t1, pose1, mu_minus)
         y1 = VariationalState(pose1, mu_minus + 0.5 * h * tau1)
         stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations)
-        return y1, None, tau1, stats, _result(status)
+        return y1, None, tau1, stats, result
 
     def observe(self, model, y: VariationalState) -> BodyState:
         body = as_free_body(model)
