@@ -216,8 +216,8 @@ class Model(eqx.Module):
         ``m a - f`` (world) and ``J omega_dot + omega x J omega - tau`` (body axes, about the COM),
         with ``(f, tau)`` from :meth:`applied_forces` at ``(t, r, R, v, omega)``;
         ``angular_acceleration=None`` is zero. The one statement of rigid-body dynamics: implicit
-        solvers use the rows as they are, explicit ones project them on their velocity
-        coordinates (:mod:`difflie.eom`)."""
+        solvers use the rows as they are; the explicit field (:mod:`difflie.eom`) is their
+        projection on the origin's twist."""
         f, tau = self.applied_forces(t, r, R, v, omega)
         J = self.bodies.inertia
         ang = cross(omega, mv(J, omega)) - tau

@@ -1,9 +1,38 @@
+import ctypes
 import gc
+import os
 
 import jax
 import pytest
 
 jax.config.update("jax_enable_x64", True)
+
+try:
+    _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+except (OSError, AttributeError):  # not glibc
+    _malloc_trim = None
+
+# A worker that holds more than this after a test drops its compiled programs before the next
+# one (see `_bounded_memory`). MiB; override with DIFFLIE_TEST_RSS_LIMIT_MB.
+RSS_LIMIT_MB = float(os.environ.get("DIFFLIE_TEST_RSS_LIMIT_MB", 1200))
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):  # not Linux
+        return 0.0
+
+
+def release_memory():
+    """Drop every compiled program and hand the freed memory back to the system. Without the
+    ``malloc_trim``, glibc keeps the pages that compiled programs and the compiler used, and a
+    worker's resident memory only ever grows over the run."""
+    jax.clear_caches()
+    gc.collect()
+    if _malloc_trim is not None:
+        _malloc_trim(0)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -13,5 +42,15 @@ def _release_compiled_code():
     the kernel's limit on memory mappings (vm.max_map_count, 65530 here) and crashes in the
     compiler. Programs are shared within a module, rarely across modules."""
     yield
-    jax.clear_caches()
-    gc.collect()
+    release_memory()
+
+
+@pytest.fixture(autouse=True)
+def _bounded_memory():
+    """Within a module, compiled programs pile up (hundreds of MB in the modules that compile
+    many solvers); once a worker holds more than ``RSS_LIMIT_MB`` after a test, drop them, so
+    that two workers of the default run stay within the suite's memory budget. Later tests of
+    the module recompile what they share, which only the large modules pay for."""
+    yield
+    if _rss_mb() > RSS_LIMIT_MB:
+        release_memory()

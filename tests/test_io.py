@@ -5,6 +5,7 @@ The command-line side of the errors is in ``test_cli.py``; here the loader's mes
 directly. Every C1/C2 file is loaded from ``tests/data`` (verbatim copies of the public codes' files).
 """
 
+import functools
 import json
 import math
 import re
@@ -47,26 +48,49 @@ def _load(name, **kw):
         return load_model(DATA / name, **kw)
 
 
-def _pairs():
-    sp, dp = planar.single_pendulum(), planar.double_pendulum()
-    fl, sc = planar.four_link(), planar.slider_crank()
+@functools.cache
+def _builtin(name):
+    return getattr(planar, name)()
+
+
+def _pair_makers():
+    """How each (built-in, loaded) pair is made. Built on first use, not at import: every xdist
+    worker imports this module while collecting, and building all of them there compiled for a
+    minute and kept ~1 GB in each worker."""
+    sp, dp = (lambda: _builtin("single_pendulum")), (lambda: _builtin("double_pendulum"))
+    fl, sc = (lambda: _builtin("four_link")), (lambda: _builtin("slider_crank"))
     fl_mass = {"mass": [2.0, 1.0, 1.0], "inertia": ANY_INERTIA}
     return {
-        "revJoint.mdl": (sp, _load("revJoint.mdl", **_mass_inertia(sp))),
-        "single_pendulum.json": (
-            sp,
-            _load("single_pendulum.json", drivers={"DP1-drive": PENDULUM_DRIVER}, **_mass_inertia(sp)),
+        "revJoint.mdl": lambda: (sp(), _load("revJoint.mdl", **_mass_inertia(sp()))),
+        "single_pendulum.json": lambda: (
+            sp(),
+            _load("single_pendulum.json", drivers={"DP1-drive": PENDULUM_DRIVER}, **_mass_inertia(sp())),
         ),
-        "double_pendulum.mdl": (dp, _load("double_pendulum.mdl", **_mass_inertia(dp))),
-        "double_pendulum.json": (dp, _load("double_pendulum.json", **_mass_inertia(dp))),
-        "four_link_rotated.mdl": (fl, _load("four_link_rotated.mdl", angle_drivers=FOUR_LINK_ANGLE, **fl_mass)),
-        "four_link.json": (fl, _load("four_link.json", angle_drivers=FOUR_LINK_ANGLE, **fl_mass)),
-        "slider_crank_rotated.mdl": (sc, _load("slider_crank_rotated.mdl", angle_drivers=SLIDER_ANGLE, **_mass_inertia(sc))),
-        "slider_crank.json": (sc, _load("slider_crank.json", angle_drivers=SLIDER_ANGLE, **_mass_inertia(sc))),
+        "double_pendulum.mdl": lambda: (dp(), _load("double_pendulum.mdl", **_mass_inertia(dp()))),
+        "double_pendulum.json": lambda: (dp(), _load("double_pendulum.json", **_mass_inertia(dp()))),
+        "four_link_rotated.mdl": lambda: (fl(), _load("four_link_rotated.mdl", angle_drivers=FOUR_LINK_ANGLE, **fl_mass)),
+        "four_link.json": lambda: (fl(), _load("four_link.json", angle_drivers=FOUR_LINK_ANGLE, **fl_mass)),
+        "slider_crank_rotated.mdl": lambda: (sc(), _load("slider_crank_rotated.mdl", angle_drivers=SLIDER_ANGLE, **_mass_inertia(sc()))),
+        "slider_crank.json": lambda: (sc(), _load("slider_crank.json", angle_drivers=SLIDER_ANGLE, **_mass_inertia(sc()))),
     }
 
 
-PAIRS = _pairs()
+class _LazyPairs:
+    """``name -> (built-in model, loaded model)``, each pair made on first access."""
+
+    def __init__(self, makers):
+        self._makers, self._made = makers, {}
+
+    def __iter__(self):
+        return iter(self._makers)
+
+    def __getitem__(self, name):
+        if name not in self._made:
+            self._made[name] = self._makers[name]()
+        return self._made[name]
+
+
+PAIRS = _LazyPairs(_pair_makers())
 
 
 def _residual_and_jacobian(model, t, r, R):

@@ -1,5 +1,7 @@
 """Plots and diagnostics: figures are produced, invariants match direct formulas."""
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 import matplotlib
 
@@ -11,29 +13,34 @@ import difflie as dl  # noqa: E402
 from difflie import diagnostics, plot  # noqa: E402
 
 
-def _solution():
+class Top(NamedTuple):
+    model: dl.Model
+    sol: dl.Solution
+
+
+@pytest.fixture(scope="module")
+def top():
+    """The heavy top over 20 RK4 steps, saved at every step (made when first used, not at import:
+    every xdist worker imports this module while collecting)."""
     model = dl.models.heavy_top()
-    return model, dl.simulate(model, dl.RKMK4(), 0.0, 0.02, 1e-3, saveat=dl.SaveAt(steps=True))
+    return Top(model, dl.simulate(model, dl.RKMK4(), 0.0, 0.02, 1e-3, saveat=dl.SaveAt(steps=True)))
 
 
-MODEL, SOL = _solution()
-
-
-def test_energy_matches_formula():
-    m = MODEL.bodies.mass[0]
-    J = MODEL.bodies.inertia[0]
-    v, w, r = SOL.velocity[:, 0], SOL.angular_velocity[:, 0], SOL.position[:, 0]
-    expected = 0.5 * m * jnp.sum(v * v, -1) + 0.5 * jnp.einsum("ni,ij,nj->n", w, J, w) - m * (r @ MODEL.gravity)
-    np.testing.assert_allclose(np.asarray(diagnostics.energy(MODEL, SOL.states)), np.asarray(expected), rtol=1e-14)
+def test_energy_matches_formula(top):
+    m = top.model.bodies.mass[0]
+    J = top.model.bodies.inertia[0]
+    v, w, r = top.sol.velocity[:, 0], top.sol.angular_velocity[:, 0], top.sol.position[:, 0]
+    expected = 0.5 * m * jnp.sum(v * v, -1) + 0.5 * jnp.einsum("ni,ij,nj->n", w, J, w) - m * (r @ top.model.gravity)
+    np.testing.assert_allclose(np.asarray(diagnostics.energy(top.model, top.sol.states)), np.asarray(expected), rtol=1e-14)
     # RK4 at h = 1e-3 over 20 steps keeps the energy to a few 1e-9 relative
-    e = np.asarray(diagnostics.energy(MODEL, SOL.states))
+    e = np.asarray(diagnostics.energy(top.model, top.sol.states))
     assert abs(e[-1] - e[0]) / abs(e[0]) < 1e-6
 
 
-def test_angular_momentum_about_pivot_vertical_component_conserved():
+def test_angular_momentum_about_pivot_vertical_component_conserved(top):
     """Gravity's torque about the fixed point is horizontal: L_z about the pivot is conserved."""
-    fine = dl.simulate(MODEL, dl.RKMK4(), 0.0, 0.02, 1e-4, saveat=dl.SaveAt(steps=True))
-    L = np.asarray(diagnostics.angular_momentum(MODEL, fine.states))
+    fine = dl.simulate(top.model, dl.RKMK4(), 0.0, 0.02, 1e-4, saveat=dl.SaveAt(steps=True))
+    L = np.asarray(diagnostics.angular_momentum(top.model, fine.states))
     assert abs(L[-1, 2] - L[0, 2]) < 1e-9 * np.linalg.norm(L[0])
     assert np.linalg.norm(L[-1, :2] - L[0, :2]) > 1e-3 * np.linalg.norm(L[0])
 
@@ -47,26 +54,26 @@ def _legend_outside(ax):
     return ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
 
 
-def test_figures_have_units_and_legends_outside(tmp_path):
-    fig = plot.summary_figure(SOL, MODEL)
+def test_figures_have_units_and_legends_outside(top, tmp_path):
+    fig = plot.summary_figure(top.sol, top.model)
     fig.savefig(tmp_path / "summary.png")
     assert (tmp_path / "summary.png").stat().st_size > 10_000
     ax = plot.convergence([1e-3, 5e-4, 2.5e-4], {"RKMK4": [1.344e-4, 9.33e-6, 6.23e-7]}, error_label="COM error [m]")
     assert "order 3.8" in ax.get_legend().get_texts()[0].get_text()
     axes = [*fig.axes, ax, plot.work_precision({"a": ([1.0, 2.0], [1e-3, 1e-5])}, error_label="error [m]"),
-            *plot.invariants(SOL, MODEL), plot.trajectory(SOL, quantity="angular_velocity")]  # fmt: skip
+            *plot.invariants(top.sol, top.model), plot.trajectory(top.sol, quantity="angular_velocity")]  # fmt: skip
     for a in axes:
         assert all("[" in label and "]" in label for label in _labels(a)), _labels(a)
         if a.get_legend() is not None:
             assert _legend_outside(a), a.get_ylabel()
 
 
-def test_residual_axis_stops_at_rounding_level():
-    ax = plot.constraint_residuals(SOL, MODEL)  # the pinned tip: residuals of exactly 0 occur
+def test_residual_axis_stops_at_rounding_level(top):
+    ax = plot.constraint_residuals(top.sol, top.model)  # the pinned tip: residuals of exactly 0 occur
     assert np.finfo(np.float64).eps / 4 < ax.get_ylim()[0] < np.finfo(np.float64).eps
 
 
-def test_driver_work_is_drawn_apart_from_the_drift():
+def test_driver_work_is_drawn_apart_from_the_drift(top):
     """The driven pendulum (zero degrees of freedom, angle ``phi = pi/4 cos 2t`` from the
     vertical) gains ``W(t) = E(t) - E(0)`` from its driver, with ``E = I phi'^2 / 2 - m g L cos
     phi`` exactly; the driver work from the multipliers at backward Euler's states meets it to
@@ -83,9 +90,9 @@ def test_driver_work_is_drawn_apart_from_the_drift():
     assert np.max(np.abs(W - (exact - exact[0]))) < 0.01 * W[-1]
     ax = plot.energy(sol, model)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["drift E - E0 - W", "driver work W"]
-    free = np.asarray(diagnostics.driver_work(MODEL, SOL.ts, SOL.states))  # pinned top: no driver
+    free = np.asarray(diagnostics.driver_work(top.model, top.sol.ts, top.sol.states))  # pinned top: no driver
     np.testing.assert_array_equal(free, 0.0)
-    assert plot.energy(SOL, MODEL).get_legend() is None
+    assert plot.energy(top.sol, top.model).get_legend() is None
 
 
 def test_inertia_box_has_the_inertia():
@@ -97,20 +104,20 @@ def test_inertia_box_has_the_inertia():
     np.testing.assert_allclose(corners.mean(0), 0.0, atol=1e-15)
 
 
-def test_frame_draws_boxes_labels_and_the_pivot():
-    ax = plot.frame(SOL, MODEL, t=0.01)
+def test_frame_draws_boxes_labels_and_the_pivot(top):
+    ax = plot.frame(top.sol, top.model, t=0.01)
     assert ax.get_title() == "t = 0.010 s"
     assert [t.get_text() for t in ax.texts] == ["top"] and len(ax.collections) == 1
     assert all("[m]" in label for label in _labels(ax))
-    pivot = np.asarray(MODEL.r0[0] - MODEL.R0[0] @ MODEL.bodies.com[0])
+    pivot = np.asarray(top.model.r0[0] - top.model.R0[0] @ top.model.bodies.com[0])
     dots = np.asarray([line for line in ax.lines if line.get_label() == "joints"][0].get_data_3d())
     np.testing.assert_allclose(dots[:, 0], pivot, atol=1e-12)
 
 
-def test_animation_html_gif_and_missing_writer(tmp_path, monkeypatch):
+def test_animation_html_gif_and_missing_writer(top, tmp_path, monkeypatch):
     from matplotlib import animation
 
-    anim = plot.animate(SOL, MODEL, stride=5)
+    anim = plot.animate(top.sol, top.model, stride=5)
     html = anim.to_jshtml()
     assert "<img" in html or "animation" in html.lower()
     plot.save_animation(anim, tmp_path / "top.gif", fps=10)

@@ -101,7 +101,7 @@ class NewtonResult(eqx.Module):
     diverged: Bool[Array, ""]
     correction_norm: Float[Array, ""]
     residual: Any
-    matrix: KeptMatrix
+    matrix: KeptMatrix | None
     fresh: Bool[Array, ""]
     updates: Int[Array, ""]
 
@@ -205,11 +205,15 @@ def newton_iterate(
             return converged(x1, delta, F1, aux1)
         if residual_test:
             return solver.measure(F1) <= tol
+        if isinstance(solver.rtol, (int, float)) and solver.rtol == 0:
+            return solver.measure(delta) < tol
         return solver.measure(delta) < tol + rtol * solver.measure(ravel_pytree(x1)[0])
 
+    # The carry holds only what the policy needs (every scalar is a kernel on a small system).
+    keeps = kept is not None
     zero = jnp.array(0, jnp.int32)
     F_start = aux_start = None
-    if residual_test and kept is not None:
+    if residual_test and keeps:
         F_start, aux_start = residual_and_aux(x0)
 
     def iterate(c, F, factors, refresh):
@@ -219,52 +223,55 @@ def newton_iterate(
         x1 = retract(c["x"], delta)
         dnorm = solver.measure(delta)
         finite = jnp.all(jnp.isfinite(ravel_pytree(x1)[0]))
+        F1 = aux1 = None
         if residual_test:
             F1, aux1 = residual_and_aux(x1)
             finite = finite & jnp.all(jnp.isfinite(F1))
-            theta = jnp.linalg.norm(F1) / jnp.maximum(jnp.linalg.norm(F), tiny)
-        else:
-            F1 = aux1 = None
-            theta = dnorm / jnp.maximum(c["dnorm"], tiny)
         diverged = ~finite if admissible is None else ~(finite & admissible(x1))
         done = ~diverged & test(x1, delta, F1, aux1)
         k = c["k"] + 1
-        fresh = c["fresh"] | refresh
-        at_start = jnp.where(refresh, c["at_x0"], c["at_start"])  # the matrix was built at x0
         exhausted = (k >= solver.max_iterations) & ~done
-        if modified:
-            diverging = diverged
-            if solver.divergence is not None:
-                diverging = diverging | (theta > solver.divergence)
-            restart = ~done & ((diverging & ~at_start) | (exhausted & ~fresh))
-            reset = restart & ~fresh  # the attempt ran on a matrix from an earlier solve
-            valid = ~restart & finite
-            if solver.contractivity is not None:
-                valid = valid & (theta <= solver.contractivity)
-            valid = valid | done
+        out = dict(dnorm=dnorm, done=done)
+        if residual_test:
+            out.update(aux=aux1)
+        if not modified:
+            out.update(x=x1, k=k, failed=~done & (diverged | exhausted))
+            if residual_test:
+                out.update(F=F1)
+            return out
+        if residual_test:
+            theta = jnp.linalg.norm(F1) / jnp.maximum(jnp.linalg.norm(F), tiny)
         else:
-            diverging, restart, reset, valid = diverged, jnp.array(False), jnp.array(False), jnp.array(True)
-        failed = ~done & ~restart & (diverging | exhausted)
-        if F_start is not None:
-            F1 = jnp.where(restart, F_start, F1)
-        return dict(
+            theta = dnorm / jnp.maximum(c["dnorm"], tiny)
+        at_start = jnp.where(refresh, c["at_x0"], c["at_start"])  # the matrix was built at x0
+        diverging = diverged
+        if solver.divergence is not None:
+            diverging = diverging | (theta > solver.divergence)
+        restart = ~done & diverging & ~at_start
+        if keeps:
+            fresh = c["fresh"] | refresh
+            restart = restart | (exhausted & ~fresh)
+            reset = restart & ~fresh  # the attempt ran on a matrix from an earlier solve
+            out.update(fresh=fresh, total=c["total"] + 1, k=jnp.where(reset, 0, k))
+        else:
+            out.update(k=k)
+        valid = ~restart & finite
+        if solver.contractivity is not None:
+            valid = valid & (theta <= solver.contractivity)
+        out.update(
             x=jax.tree_util.tree_map(lambda a, b: jnp.where(restart, a, b), x0, x1),
-            F=F1,
-            aux=aux1,
+            failed=~done & ~restart & (diverging | exhausted),
             factors=factors,
-            valid=valid,
-            reuse=jnp.where(refresh, 1, c["reuse"] + 1),
+            valid=valid | done,
             at_x0=restart,
             at_start=at_start,
-            fresh=fresh,
-            k=jnp.where(reset, 0, k),
-            total=c["total"] + 1,
             updates=c["updates"] + jnp.asarray(refresh, jnp.int32),
-            dnorm=dnorm,
-            done=done,
-            failed=failed,
-            diverged=diverged,
         )
+        if solver.max_reuse is not None:
+            out.update(reuse=jnp.where(refresh, 1, c["reuse"] + 1))
+        if residual_test:
+            out.update(F=jnp.where(restart, F_start, F1))
+        return out
 
     def body(c):
         if not modified:
@@ -273,47 +280,46 @@ def newton_iterate(
         refresh = ~c["valid"]
         if solver.max_reuse is not None:
             refresh = refresh | (c["reuse"] >= solver.max_reuse)
-        if residual_test:
-            factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
-            F = c["F"]
-        else:
-            F, factors = jax.lax.cond(
-                refresh, lambda: value_and_factors(c["x"]), lambda: (residual_and_aux(c["x"])[0], c["factors"])
-            )
+        factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
+        F = c["F"] if residual_test else residual_and_aux(c["x"])[0]
         return iterate(c, F, factors, refresh)
 
     def cond(c):
         return ~c["done"] & ~c["failed"]
 
-    start = dict(
-        x=x0, reuse=zero, at_x0=jnp.array(True), at_start=jnp.array(True), fresh=jnp.array(False), k=zero,
-        total=zero, dnorm=jnp.asarray(jnp.inf, dtype), done=jnp.array(False), failed=jnp.array(False),
-    )  # fmt: skip
-    if kept is None:
+    start = dict(x=x0, k=zero, dnorm=jnp.asarray(jnp.inf, dtype), at_x0=jnp.array(True), updates=zero, reuse=zero)
+    if not keeps:
         # The first matrix is always built at x0: that iteration runs before the loop, and F(x0)
         # is the primal of the forward pass that builds the matrix.
         F0, factors0 = value_and_factors(x0)
         if residual_test and modified:
             F_start = F0
-        c0 = dict(start, F=F0 if residual_test else None, factors=factors0, valid=jnp.array(True), updates=zero)
-        init = iterate(c0, F0, factors0, True)
+        init = iterate(dict(start, at_start=jnp.array(True)), F0, factors0, True)
     else:
         init = dict(
-            start, F=F_start, aux=aux_start, factors=kept.factors, valid=kept.valid, updates=zero,
-            diverged=jnp.array(False), at_start=jnp.array(False),
+            start, done=jnp.array(False), failed=jnp.array(False), factors=kept.factors, valid=kept.valid,
+            at_start=jnp.array(False), fresh=jnp.array(False), total=zero,
         )  # fmt: skip
+        if solver.max_reuse is None:
+            del init["reuse"]
+        if residual_test:
+            init.update(F=F_start, aux=aux_start)
     out = jax.lax.while_loop(cond, body, init)
+    x = out["x"]
+    diverged = ~jnp.all(jnp.isfinite(ravel_pytree(x)[0]))
+    if admissible is not None:
+        diverged = diverged | ~admissible(x)
     return NewtonResult(
-        value=out["x"],
+        value=x,
         num_steps=out["k"],
-        iterations=out["total"],
+        iterations=out["total"] if keeps else out["k"],
         converged=out["done"],
-        diverged=out["diverged"],
+        diverged=out["failed"] & diverged,
         correction_norm=out["dnorm"],
         residual=(out["F"], out["aux"]) if residual_test else None,
-        matrix=KeptMatrix(out["factors"], out["valid"]),
-        fresh=out["fresh"],
-        updates=out["updates"],
+        matrix=KeptMatrix(out["factors"], out["valid"]) if modified else None,
+        fresh=out["fresh"] if keeps else jnp.array(True),
+        updates=out["updates"] if modified else out["k"],
     )
 
 

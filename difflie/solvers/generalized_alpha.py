@@ -302,7 +302,8 @@ class GeneralizedAlpha(AbstractSolver):
             lambda x: fn(_split(x, n_dyn)), x0, (value_and_factors, st.solve), newton,
             has_aux=True, converged=converged, kept=kept,
         )  # fmt: skip
-        new_cache = IterationMatrix(out.matrix.factors, out.matrix.valid, h, cache.updates + out.updates)
+        matrix = out.matrix if modified else KeptMatrix(cache.factors, cache.valid)  # full: nothing kept
+        new_cache = IterationMatrix(matrix.factors, matrix.valid, h, cache.updates + out.updates)
         return out.value, out.iterations, out.converged, jnp.max(jnp.abs(out.residual[0])), new_cache
 
     def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: GeneralizedAlphaSolverState):
