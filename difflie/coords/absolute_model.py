@@ -122,12 +122,14 @@ class AbsoluteModel(eqx.Module):
         r0, R0, v0, omega0 = model.initial_state()
         theta0 = chart.from_rotation(R0)
         if fixed.all():
-            args, com = (model, eom.prepare(model, "so3xr3")), model.bodies.com
+            com = model.bodies.com
             pivot = r0 - _ops.matvec(R0, com)
+            args = (model, eom.prepare(model, "so3xr3"), pivot)
             return cls(chart, _PivotedAcceleration(chart), theta0, omega0, args, "mixed", model.body_names, pivot=pivot, com=com)
         q0 = jnp.concatenate([r0, theta0], axis=-1)
         V0 = jnp.concatenate([v0, omega0], axis=-1)
-        return cls(chart, _ModelAcceleration(chart), q0, V0, model, "mixed", model.body_names)
+        args = (model, jnp.linalg.inv(model.bodies.inertia))
+        return cls(chart, _ModelAcceleration(chart), q0, V0, args, "mixed", model.body_names)
 
     @property
     def num_bodies(self) -> int:
@@ -172,28 +174,27 @@ class AbsoluteModel(eqx.Module):
 
 
 class _ModelAcceleration(eqx.Module):
-    """``V_dot(t, q, V, model)`` of free bodies in ``chart`` coordinates from
+    """``V_dot(t, q, V, (model, J^-1))`` of free bodies in ``chart`` coordinates from
     :meth:`difflie.Model.newton_euler` at zero acceleration: ``(f / m, -J^-1 (omega x J omega - tau))``."""
 
     chart: AbstractChart
 
-    def __call__(self, t, q, V, model):
+    def __call__(self, t, q, V, args):
+        model, inertia_inverse = args
         R = self.chart.to_rotation(q[..., 3:])
         zero = jnp.zeros_like(V[..., :3])
         lin, ang = model.newton_euler(t, q[..., :3], R, V[..., :3], V[..., 3:], zero, None)
-        b = model.bodies
-        return -jnp.concatenate([lin / b.mass[:, None], _ops.matvec(jnp.linalg.inv(b.inertia), ang)], axis=-1)
+        return -jnp.concatenate([lin / model.bodies.mass[:, None], _ops.matvec(inertia_inverse, ang)], axis=-1)
 
 
 class _PivotedAcceleration(eqx.Module):
-    """``omega_dot(t, theta, omega, (model, cache))`` of bodies turning about fixed origins
-    (:func:`difflie.eom.vector_field`)."""
+    """``omega_dot(t, theta, omega, (model, cache, pivots))`` of bodies turning about fixed
+    origins (:func:`difflie.eom.vector_field`)."""
 
     chart: AbstractChart
 
     def __call__(self, t, theta, omega, args):
-        model, cache = args
+        model, cache, pivots = args
         R = self.chart.to_rotation(theta)
-        origins = model.r0 - _ops.matvec(model.R0, model.bodies.com)  # the pivots
         vel = jnp.concatenate([jnp.zeros_like(omega), omega], axis=-1)
-        return eom.vector_field(model, cache, t, SO3xR3(R, origins), vel)[1][..., 3:]
+        return eom.vector_field(model, cache, t, SO3xR3(R, pivots), vel)[1][..., 3:]

@@ -87,10 +87,10 @@ class NewtonResult(eqx.Module):
     """What :func:`newton_iterate` returns.
 
     ``value``: the last iterate; ``num_steps``: iterations of the last attempt (``iterations``:
-    of all attempts); ``converged``; ``diverged`` (the last iterate is not finite or outside
-    ``admissible``); ``correction_norm``; ``residual``: ``F`` at the last iterate (residual test
-    only, else ``None``) and its auxiliary output; ``matrix``: the factors in use at the end
-    and whether they may be kept; ``fresh``: a matrix was built in this solve; ``updates``:
+    of all attempts); ``converged``; ``diverged`` (failed, with a last iterate not finite or
+    outside ``admissible``); ``correction_norm``; ``residual``: ``F`` at the last iterate
+    (residual test only, else ``None``) and its auxiliary output; ``matrix``: the factors in use
+    at the end and whether they may be kept (modified Newton; ``None`` for full); ``fresh``: a matrix was built in this solve; ``updates``:
     how many.
     """
 
@@ -157,9 +157,14 @@ def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jac
             return structure.value_and_factors(lambda parts: fn(jax.tree_util.tree_unflatten(treedef, list(parts))), leaves)
 
         return value_and_factors, structure.solve
-    if jacobian is not None:
-        return (lambda x: (fn(x), linear.factor(jacobian(x)))), linear.solve_factored
-    return (lambda x: (lambda v, m: (v, linear.factor(m)))(*value_and_jacobian(fn, x))), linear.solve_factored
+
+    def value_and_factors(x):
+        if jacobian is not None:
+            return fn(x), linear.factor(jacobian(x))
+        value, mat = value_and_jacobian(fn, x)
+        return value, linear.factor(mat)
+
+    return value_and_factors, linear.solve_factored
 
 
 def newton_iterate(
@@ -170,6 +175,7 @@ def newton_iterate(
     *,
     has_aux: bool = False,
     converged: Callable[..., Bool[Array, ""]] | None = None,
+    floor: tuple[Float[Array, " n"], Float[Array, ""]] | None = None,
     retract: Callable[[PyTree, Array], PyTree] | None = None,
     admissible: Callable[[PyTree], Bool[Array, ""]] | None = None,
     kept: KeptMatrix | None = None,
@@ -179,7 +185,9 @@ def newton_iterate(
     ``system = (value_and_factors, solve)``: ``value_and_factors(x) -> (F(x), factors)`` and
     ``solve(factors, F) -> delta`` (:func:`linear_system`). ``fn`` returns the flat residual,
     or ``(F, aux)`` with ``has_aux``. ``converged(x, delta, F, aux)`` replaces the default test
-    (``F``, ``aux`` are ``None`` under the correction test). ``retract(x, delta)`` is the update
+    (``F``, ``aux`` are ``None`` under the correction test). ``floor = (weights, tol)``: a second
+    correction test, met when ``||weights * delta|| < tol`` (a correction below the rounding of
+    what it moves). ``retract(x, delta)`` is the update
     (default ``x - delta``). ``admissible(x)``: iterates outside it count as divergence.
     ``kept``: a modified-Newton matrix from an earlier solve, used while valid.
     """
@@ -206,8 +214,12 @@ def newton_iterate(
         if residual_test:
             return solver.measure(F1) <= tol
         if isinstance(solver.rtol, (int, float)) and solver.rtol == 0:
-            return solver.measure(delta) < tol
-        return solver.measure(delta) < tol + rtol * solver.measure(ravel_pytree(x1)[0])
+            ok = solver.measure(delta) < tol
+        else:
+            ok = solver.measure(delta) < tol + rtol * solver.measure(ravel_pytree(x1)[0])
+        if floor is not None:
+            ok = ok | (solver.measure(floor[0] * delta) < floor[1])
+        return ok
 
     # The carry holds only what the policy needs (every scalar is a kernel on a small system).
     keeps = kept is not None
@@ -352,8 +364,7 @@ def newton_solve(
     ``args`` (and in ``x0``'s closure) by the implicit-function theorem.
 
     ``fn`` maps a pytree to a pytree of the same total size (flattened internally).
-    ``floor = (weights, tol)`` (optional): a second test, met when ``||weights * delta|| < tol``
-    (a correction below the rounding of what it moves). ``structure`` (a
+    ``floor``: as in :func:`newton_iterate`. ``structure`` (a
     :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves) or ``jacobian`` (a
     closed form over the flat ``x``): how the iteration matrix is built (default: dense by
     autodiff). ``admissible``: iterates outside it fail with ``RESULTS.no_solution``.
@@ -367,16 +378,8 @@ def newton_solve(
     def flat_fn(x):
         return ravel_pytree(fn(x, args_ng))[0]
 
-    converged = None
-    if floor is not None:
-        tol, rtol = jnp.asarray(solver.tol), jnp.asarray(solver.rtol)
-
-        def converged(x1, delta, F1, aux1):
-            plain = solver.measure(delta) < tol + rtol * solver.measure(ravel_pytree(x1)[0])
-            return plain | (solver.measure(floor[0] * delta) < floor[1])
-
     system = linear_system(flat_fn, x0_ng, structure, jacobian)
-    out = newton_iterate(flat_fn, x0_ng, system, solver, converged=converged, admissible=admissible)
+    out = newton_iterate(flat_fn, x0_ng, system, solver, floor=floor, admissible=admissible)
     value = implicit_derivatives(fn, out.value, args, structure)
     failure = RESULTS.newton_failed if admissible is None else RESULTS.where(out.diverged, RESULTS.no_solution, RESULTS.newton_failed)
     result = RESULTS.where(out.converged, RESULTS.successful, failure)

@@ -207,11 +207,8 @@ class BackwardEuler(AbstractSolver):
         def flat_residual(x):
             return ravel_pytree(residual(x, args_ng))[0]
 
-        def converged(x1, delta, F1, aux1):
-            return (jnp.linalg.norm(delta) < tol) | (jnp.linalg.norm(floor[0] * delta) < floor[1])
-
         system = linear_system(flat_residual, x0_ng, st)
-        out = newton_iterate(flat_residual, x0_ng, system, newton, converged=converged, kept=kept)
+        out = newton_iterate(flat_residual, x0_ng, system, newton, floor=floor, kept=kept)
         value = implicit_derivatives(residual, out.value, args, st)
         sol = NewtonSolution(value, out.num_steps, out.result, out.correction_norm)  # the last attempt
         return sol, out.matrix.factors, out.fresh, out.iterations
