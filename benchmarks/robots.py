@@ -50,7 +50,10 @@ jax.config.update("jax_enable_x64", True)
 import difflie as dl  # noqa: E402
 from difflie.joint_space import with_joint_state  # noqa: E402
 
-import pinocchio as pin  # noqa: E402
+try:
+    import pinocchio as pin  # noqa: E402
+except ImportError:  # a machine without Pinocchio (the GPU's) runs the batch alone: gpu_mechanisms.py
+    pin = None
 
 SAVE_EVERY = 0.01
 H_REF = 1e-4
@@ -77,25 +80,38 @@ class Sinusoids(eqx.Module):
 # -- scenarios --------------------------------------------------------------------------------
 
 
+PANDA_Q0 = {"panda_joint1": 0.3, "panda_joint2": -0.5, "panda_joint3": 0.2, "panda_joint4": -2.0,
+            "panda_joint5": 0.4, "panda_joint6": 1.5, "panda_joint7": 0.7,
+            "panda_finger_joint1": 0.01, "panda_finger_joint2": 0.02}  # fmt: skip
+PANDA_QD0 = {"panda_joint1": 0.5, "panda_joint4": -0.8, "panda_joint7": 2.0}
+PANDA_TORQUES = dict(amplitude=np.array([6.0, 10.0, 4.0, 8.0, 1.5, 1.0, 0.5, 0.02, -0.02]),
+                     omega=np.array([5.0, 7.0, 3.0, 4.0, 9.0, 6.0, 11.0, 8.0, 8.0]),
+                     phase=np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 0.0, 0.0]))  # fmt: skip
+
+
+def panda_model(path):
+    """The Panda scenario's difflie model and its joint positions and rates (no Pinocchio)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = dl.load_model(path, joint_positions=PANDA_Q0, joint_velocities=PANDA_QD0,
+                              joint_torques=Sinusoids(*(jnp.asarray(PANDA_TORQUES[k]) for k in ("amplitude", "omega", "phase"))))  # fmt: skip
+    q = np.array([PANDA_Q0[n] for n in model.joint_names])
+    v = np.array([PANDA_QD0.get(n, 0.0) for n in model.joint_names])
+    return model, q, v
+
+
+def panda_batch_state(q, v, n):
+    """``n`` joint states: the arm's joints uniform within +-0.1 rad of ``q`` (fingers +-5 mm)."""
+    q0 = q[None] + np.random.default_rng(0).uniform(-0.1, 0.1, (n, len(q))) * np.r_[np.ones(7), 0.05, 0.05]
+    return q0, np.broadcast_to(v, q0.shape)
+
+
 def panda():
     path = robot_file("panda_description/urdf/panda.urdf")
     pm = pin.buildModelFromUrdf(path)
-    names = tuple(pm.names)[1:]
-    q0 = {"panda_joint1": 0.3, "panda_joint2": -0.5, "panda_joint3": 0.2, "panda_joint4": -2.0,
-          "panda_joint5": 0.4, "panda_joint6": 1.5, "panda_joint7": 0.7,
-          "panda_finger_joint1": 0.01, "panda_finger_joint2": 0.02}  # fmt: skip
-    qd0 = {"panda_joint1": 0.5, "panda_joint4": -0.8, "panda_joint7": 2.0}
-    amplitude = np.array([6.0, 10.0, 4.0, 8.0, 1.5, 1.0, 0.5, 0.02, -0.02])
-    omega = np.array([5.0, 7.0, 3.0, 4.0, 9.0, 6.0, 11.0, 8.0, 8.0])
-    phase = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 0.0, 0.0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = dl.load_model(path, joint_positions=q0, joint_velocities=qd0,
-                              joint_torques=Sinusoids(jnp.asarray(amplitude), jnp.asarray(omega), jnp.asarray(phase)))  # fmt: skip
-    assert model.joint_names == names
-    q = np.array([q0[n] for n in names])
-    v = np.array([qd0.get(n, 0.0) for n in names])
-    return dict(name="Panda", model=model, pm=pm, q0=q, v0=v, amplitude=amplitude, omega=omega, phase=phase,
+    model, q, v = panda_model(path)
+    assert model.joint_names == tuple(pm.names)[1:]
+    return dict(name="Panda", model=model, pm=pm, q0=q, v0=v, **PANDA_TORQUES,
                 damping=np.asarray(pm.damping), lie=False, fixed=0, tuned=dl.GeneralizedAlpha(newton="modified"),
                 tuned_name='GeneralizedAlpha(newton="modified")')  # fmt: skip
 
@@ -274,9 +290,7 @@ def bench_batch(s, args, rows, pin_step_us):
     model, n_batch = s["model"], args.batch
     h = args.t1 / s["ga_steps"]
     steps = args.batch_steps
-    rng = np.random.default_rng(0)
-    q0 = s["q0"][None] + rng.uniform(-0.1, 0.1, (n_batch, len(s["q0"]))) * np.r_[np.ones(7), 0.05, 0.05]
-    qd0 = np.broadcast_to(s["v0"], q0.shape)
+    q0, qd0 = panda_batch_state(s["q0"], s["v0"], n_batch)
     # The fastest batched variant measured (256 Pandas, 2-core VM): block_size=24 0.62 ms per
     # system-step, newton="modified" 1.3 ms (under vmap its conditional refactorisation runs both
     # branches), the default dense full Newton 3.5 ms (4096 Pandas).
