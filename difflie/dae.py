@@ -24,7 +24,6 @@ from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation
 from .kinematics import assemble, project_velocity
 from .lie.ops import mtv
-from .numerics import linear
 
 
 def dynamics_residual(model, form: AbstractFormulation, t, r, rot, rdot, rate, acc: Float[Array, " n"]) -> Float[Array, " n"]:
@@ -39,32 +38,32 @@ def dynamics_residual(model, form: AbstractFormulation, t, r, rot, rdot, rate, a
     return jac.join(rows_r, rows_rot)
 
 
-def consistent_state(model, form: AbstractFormulation, t0) -> tuple[Array, Array, Array, Array, Array, Array]:
+def consistent_state(
+    model, form: AbstractFormulation, t0, block_size: int | None = 16
+) -> tuple[Array, Array, Array, Array, Array, Array]:
     """``(r, rot, r_dot, rate, a, lambda)`` at ``t0`` that satisfy the DAE and its first two
     derivatives: the model's initial state (:meth:`difflie.Model.initial_state`) assembled and
     projected when it has constraint rows, then
 
-        [[M_q, G^T], [G, 0]] [a; lambda] = [-E(t0, q, q_dot, 0); gamma].
+        [[M_q, G^T], [G, 0]] [a; lambda] = [-E(t0, q, q_dot, 0); gamma],
+
+    dense for small systems, else in the blocks of the mechanism's topology
+    (:func:`difflie.constraints.jacobians.saddle_structure`; ``block_size=None``: always dense).
     """
     r, R, v, w = model.initial_state()
     dtype = jnp.result_type(r)
     t0 = jnp.asarray(t0, dtype)
     rot = form.from_rotation(jnp.asarray(R, dtype))
     rate = form.rate(rot, jnp.asarray(w, dtype))
+    st = jac.saddle_structure(model, form, block_size)
     if model.num_constraints:
         r, rot, _, _ = assemble(model, t0, form, r, rot)
     if jac.psi(model, form, t0, r, rot).shape[0]:
-        v, rate = project_velocity(model, t0, form, r, rot, v, rate)
-    n = jac.num_coordinates(form, r.shape[0])
-    zero = jnp.zeros(n, dtype)
+        v, rate = project_velocity(model, t0, form, r, rot, v, rate, st)
+    gam = jac.gamma(model, form, t0, r, rot, jac.join(v, rate))
 
     def E(a):
         return dynamics_residual(model, form, t0, r, rot, v, rate, a)
 
-    E0, Mq = E(zero), jax.jacfwd(E)(zero)
-    G = jac.jacobian(model, form, t0, r, rot)
-    gam = jac.gamma(model, form, t0, r, rot, jac.join(v, rate))
-    m = G.shape[0]
-    kkt = jnp.block([[Mq, G.T], [G, jnp.zeros((m, m), dtype)]])
-    sol = linear.solve(kkt, jnp.concatenate([-E0, gam]))
-    return r, rot, v, rate, sol[:n], sol[n:]
+    acc, lam = jac.solve_saddle(model, form, t0, r, rot, E, gam, st)
+    return r, rot, v, rate, acc, lam

@@ -15,7 +15,6 @@ from .constraints import jacobians as jac
 from .constraints.formulations import get_formulation
 from .dae import dynamics_residual
 from .lie.ops import mv
-from .numerics import linear
 from .results import BodyState
 
 
@@ -75,21 +74,17 @@ def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Arra
 def _driver_power(model, ts, states):
     form = get_formulation("rA")
 
+    st = jac.saddle_structure(model, form)
+
     def one(t, r, R, v, w):
         rot = form.from_rotation(R)
         rate = form.rate(rot, w)
-        n = jac.num_coordinates(form, r.shape[0])
-        zero = jnp.zeros(n, r.dtype)
 
         def E(a):
             return dynamics_residual(model, form, t, r, rot, v, rate, a)
 
-        E0, M = E(zero), jax.jacfwd(E)(zero)
-        G = jac.jacobian(model, form, t, r, rot)
-        m = G.shape[0]
-        kkt = jnp.block([[M, G.T], [G, jnp.zeros((m, m), r.dtype)]])
-        rhs = jnp.concatenate([-E0, jac.gamma(model, form, t, r, rot, jac.join(v, rate))])
-        lam = linear.solve(kkt, rhs)[n:]
+        gamma = jac.gamma(model, form, t, r, rot, jac.join(v, rate))
+        _, lam = jac.solve_saddle(model, form, t, r, rot, E, gamma, st)
         return -lam @ jac.nu(model, form, t, r, rot)
 
     return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)

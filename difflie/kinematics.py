@@ -21,7 +21,7 @@ from jaxtyping import Array, Float, Int
 
 from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation, get_formulation
-from .numerics import linear
+from .numerics import linear, sparsity
 from .numerics.newton import Newton, newton_iterate, no_grad
 from .results import RESULTS
 
@@ -102,12 +102,13 @@ def assemble(
     return r, rot, k, jnp.max(jnp.abs(jac.psi(model, form, t, r, rot)))
 
 
-def project_velocity(model, t, formulation, r, rot, rdot, rate):
-    """Closest ``(r_dot, rate)`` (Euclidean) with ``G q_dot = nu``."""
+def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Sparsity | None = None):
+    """Closest ``(r_dot, rate)`` (Euclidean) with ``G q_dot = nu``; ``st``: the structure to
+    solve in (default :func:`difflie.constraints.jacobians.saddle_structure`)."""
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
-    G = jac.jacobian(model, form, t, r, rot)
+    st = jac.saddle_structure(model, form) if st is None else st
     qdot = jac.join(rdot, rate)
-    qdot = qdot - _least_norm(G, G @ qdot - jac.nu(model, form, t, r, rot))
+    qdot, _ = jac.solve_saddle(model, form, t, r, rot, lambda x: x - qdot, jac.nu(model, form, t, r, rot), st)
     return jac.split(form, qdot, r.shape[0])
 
 

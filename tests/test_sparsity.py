@@ -155,3 +155,41 @@ def test_blocks_of_a_dense_structure_are_one_matrix():
     factors = linear.factor_blocks(st.blocks(jnp.asarray(A)))
     b = rng.normal(size=5)
     np.testing.assert_allclose(st.solve(factors, jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-13)
+
+
+@pytest.mark.parametrize("formulation", ["rA", "rp"])
+def test_saddle_point_systems_in_blocks_match_numpy(formulation):
+    """The start's saddle-point systems factored in the topology's blocks (what
+    ``dae.consistent_state`` does above ``DENSE_SADDLE_LIMIT`` unknowns) solve the dense systems
+    assembled by ``jacfwd`` and solved by NumPy: the accelerations and multipliers
+    ``[[M, G^T], [G, 0]] [a; lambda] = [-E(0); gamma]`` and the nearest rates with
+    ``G q_dot = nu``. Closed loops (a ladder of four-bar loops) and rp's normalisation rows."""
+    from difflie import dae
+    from difflie.constraints import jacobians as jac
+    from difflie.constraints.formulations import get_formulation
+
+    model, form = ladder(3), get_formulation(formulation)
+    st = jac.structure(model, form, 16)
+    assert st.num_blocks > 1
+    r, rot, v, rate, _, _ = dae.consistent_state(model, form, 0.0)
+    qdot = jac.join(v, rate)
+    G = np.asarray(jac.jacobian(model, form, 0.0, r, rot))
+    m = G.shape[0]
+    zero = jnp.zeros_like(qdot)
+
+    def E(a):
+        return dae.dynamics_residual(model, form, 0.0, r, rot, v, rate, a)
+
+    def dense(A, b, c):
+        return np.linalg.solve(np.block([[A, G.T], [G, np.zeros((m, m))]]), np.concatenate([b, c]))
+
+    acc, lam = jac.solve_saddle(model, form, 0.0, r, rot, E, jac.gamma(model, form, 0.0, r, rot, qdot), st)
+    ref = dense(np.asarray(jax.jacfwd(E)(zero)), -np.asarray(E(zero)), np.asarray(jac.gamma(model, form, 0.0, r, rot, qdot)))
+    assert np.abs(ref[qdot.shape[0]:]).max() > 1.0  # loaded joints
+    np.testing.assert_allclose(np.concatenate([acc, lam]), ref, rtol=1e-9, atol=1e-9)
+
+    off = qdot + 0.1 * jnp.sin(jnp.arange(qdot.shape[0]))
+    nu = jac.nu(model, form, 0.0, r, rot)
+    near, _ = jac.solve_saddle(model, form, 0.0, r, rot, lambda x: x - off, nu, st)
+    np.testing.assert_allclose(near, dense(np.eye(qdot.shape[0]), np.asarray(off), np.asarray(nu))[: qdot.shape[0]], atol=1e-12)
+    np.testing.assert_allclose(G @ np.asarray(near), nu, atol=1e-12)

@@ -32,7 +32,6 @@ from typing import Any, ClassVar, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
@@ -131,16 +130,9 @@ class BackwardEuler(AbstractSolver):
         return get_formulation(self.formulation)
 
     def structure(self, model) -> sparsity.Sparsity:
-        """The iteration matrix's blocks: unknowns ``[a (all r, all rot), lambda]``, with the
-        rp normalisation rows carried by their bodies."""
-        nb, form = model.num_bodies, self.form
-        bodies = np.arange(nb)
-        rows = model.row_bodies
-        if form.normalization:
-            rows = np.concatenate([rows, np.stack([bodies, bodies], axis=1)])  # a body's own row
-        n_acc = nb * (3 + form.dim)
-        own = np.concatenate([np.repeat(bodies, 3), np.repeat(bodies, form.dim)])
-        return sparsity.block_structure(nb, model.coupling(), own, rows, (n_acc, rows.shape[0]), self.block_size)
+        """The iteration matrix's blocks: unknowns ``[a (all r, all rot), lambda]``
+        (:func:`difflie.constraints.jacobians.structure`)."""
+        return jac.structure(model, self.form, self.block_size)
 
     def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, tuple[Array, Array]]:
         """``(tol, floor)``: Newton stops when ``||delta||_2 < tol`` or when the rounding test
@@ -165,7 +157,7 @@ class BackwardEuler(AbstractSolver):
         return jnp.asarray(0.0, h.dtype), floor
 
     def init(self, model: Any, t0, dt0) -> tuple[BackwardEulerState, BackwardEulerSolverState]:
-        r, rot, rdot, rate, acc, lam = dae.consistent_state(model, self.form, t0)
+        r, rot, rdot, rate, acc, lam = dae.consistent_state(model, self.form, t0, self.block_size)
         y0 = BackwardEulerState(r, rot, rdot, rate, acc, lam)
         sol = jnp.concatenate([acc, lam])
         history = History.start(self.extrapolation, jnp.asarray(t0, r.dtype), sol) if self.extrapolation else None

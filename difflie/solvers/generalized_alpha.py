@@ -217,7 +217,7 @@ class GeneralizedAlpha(AbstractSolver):
         """The consistent initial state (:func:`difflie.dae.consistent_state`, rA), ``a0 = vdot0``."""
         del dt0
         form = get_formulation("rA")
-        x, R, u, w, acc, lam = dae.consistent_state(model, form, t0)
+        x, R, u, w, acc, lam = dae.consistent_state(model, form, t0, self.block_size)
         nb = x.shape[0]
         vdot = jnp.concatenate([acc[: 3 * nb].reshape(nb, 3), acc[3 * nb :].reshape(nb, 3)], axis=-1)
         y0 = GeneralizedAlphaState(x, form.rotation(R), u, w, vdot, vdot, lam)
