@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import warnings
+from pathlib import Path
 
 SOLVERS = {
     "rkmk4": "explicit Runge-Kutta-Munthe-Kaas, order 4, fixed step",
@@ -25,6 +26,7 @@ SOLVERS = {
     "backward-euler": "implicit Euler, index 3, --formulation rA|rp|re",
     "dqvi": "dual-quaternion variational integrator (single free body)",
 }
+CONSTRAINED_SOLVER, FREE_SOLVER = "gen-alpha", "rkmk4"  # the defaults, with and without constraints
 
 
 PLOT_FORMATS = ("png", "pdf", "svg")
@@ -80,7 +82,7 @@ def make_solver(args, model):
     import difflie as dl
 
     constrained = getattr(model, "constraints", None) is not None
-    name = args.solver or ("gen-alpha" if constrained else "rkmk4")
+    name = args.solver or (CONSTRAINED_SOLVER if constrained else FREE_SOLVER)
     if name not in SOLVERS:
         raise CliError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
     if args.formulation is not None and name != "backward-euler":
@@ -97,6 +99,29 @@ def make_solver(args, model):
     except ValueError as e:
         raise CliError(f"solver {name!r} cannot take this model: {e}") from None
     return name, solver, controller
+
+
+def energy_summary(model, ts, states) -> str:
+    """The relative energy drift; for a driven mechanism, the energy change, the drivers' work
+    and the balance ``max |E - E0 - W|`` (the integrator's energy error) instead."""
+    import numpy as np
+
+    from . import diagnostics
+
+    e = np.asarray(diagnostics.energy(model, states))
+    if model.constraints is not None and model.constraints.driven:
+        w = np.asarray(diagnostics.driver_work(model, ts, states))
+        balance = np.max(np.abs(e - e[0] - w))
+        return f"energy change {e[-1] - e[0]:.3e} J, drivers' work {w[-1]:.3e} J, balance {balance:.1e} J"
+    kinetic = np.asarray(diagnostics.kinetic_energy(model, states))
+    drift = float(np.max(np.abs(e - e[0])) / max(abs(e[0]), float(np.max(np.abs(kinetic))), 1e-300))
+    return f"relative energy drift {drift:.3e}"
+
+
+def compile_cache_dir() -> Path:
+    """Where the CLI keeps compiled programs: ``$XDG_CACHE_HOME/difflie/jax`` (default
+    ``~/.cache/difflie/jax``); a ``JAX_COMPILATION_CACHE_DIR`` set in the environment wins."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "difflie" / "jax"
 
 
 def check_options(args) -> None:
@@ -213,12 +238,14 @@ def run(args) -> int:
                         max_steps=max_steps, throw=False, progress=True if show else None)  # fmt: skip
 
     step = f"rtol = {controller.rtol}" if adaptive else f"dt = {args.t1 / n_steps:.6g} ({n_steps} step{'s' * (n_steps > 1)})"
-    print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, {step}", file=sys.stderr)
+    print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, {step}, {np.dtype(model.r0.dtype).name}", file=sys.stderr)
 
     def compile_and_run():
+        print(f"difflie: compiling {name} for {args.model} ...", file=sys.stderr, flush=True)
         t_start = time.perf_counter()
         compiled = xla.jit(go).lower(model).compile()
         t_compiled = time.perf_counter()
+        print(f"difflie: compiled in {t_compiled - t_start:.1f} s", file=sys.stderr, flush=True)
         sol = jax.block_until_ready(compiled(model))
         return sol, t_compiled - t_start, time.perf_counter() - t_compiled
 
@@ -231,13 +258,11 @@ def run(args) -> int:
     keep = np.isfinite(np.asarray(sol.ts))
     states = jax.tree.map(lambda x: x[keep], sol.states)
     ts = sol.ts[keep]
-    e = np.asarray(diagnostics.energy(model, states))
-    drift = float(np.max(np.abs(e - e[0])) / max(abs(e[0]), float(np.max(np.abs(np.asarray(diagnostics.kinetic_energy(model, states))))), 1e-300))
     residual = float(jnp.max(diagnostics.constraint_residual(model, ts, states)))
     s = sol.stats
     print(
         f"steps {int(s.steps)}, rejected {int(s.rejected_steps)}, evaluations {int(s.evaluations)}, "
-        f"Newton iterations {int(s.newton_iterations)}, relative energy drift {drift:.3e}, "
+        f"Newton iterations {int(s.newton_iterations)}, {energy_summary(model, ts, states)}, "
         f"max constraint residual {residual:.3e}, compile {t_compile:.2f} s, run {t_run:.3f} s"
     )
     if args.out is not None:
@@ -304,19 +329,25 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("simulate", help="simulate a model file or a built-in model")
     s.add_argument("model", help="model file (.json, .mdl; a robot: .urdf, MJCF .xml) or built-in name (see `list`)")
-    s.add_argument("--solver", choices=list(SOLVERS))
-    s.add_argument("--formulation", choices=["rA", "rp", "re"])
-    s.add_argument("--dt", type=float, help="step size (initial step for dopri5); default 1e-3")
-    s.add_argument("--t1", type=float, default=1.0, help="end time, default 1")
-    s.add_argument("--rtol", type=float)
-    s.add_argument("--atol", type=float, help="defaults to --rtol")
+    s.add_argument("--solver", choices=list(SOLVERS),
+                   help=f"integrator (see `list`; default: {CONSTRAINED_SOLVER} for a model with constraints: joints, "
+                        f"drivers; {FREE_SOLVER} for one without: free bodies, a pinned top)")  # fmt: skip
+    s.add_argument("--formulation", choices=["rA", "rp", "re"], help="rotation coordinates of backward-euler (default: rA)")
+    s.add_argument("--dt", type=float, help="step size, the initial one for dopri5 (default: 1e-3)")
+    s.add_argument("--t1", type=float, default=1.0, help="end time in seconds (default: %(default)g)")
+    s.add_argument("--rtol", type=float, help="relative tolerance of dopri5 (default: 1e-6)")
+    s.add_argument("--atol", type=float, help="absolute tolerance of dopri5 (default: --rtol)")
     s.add_argument("--out", help="write the trajectory to FILE.npz")
     s.add_argument("--plot", help="write a summary figure to FILE.png (.pdf, .svg)")
     s.add_argument("--mass", type=float, help="mass of every body the model file gives none (the C1/C2 files)")
     s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
     s.add_argument("--max-memory", type=memory_size, metavar="SIZE",
-                   help="refuse runs needing more (e.g. 16G); default: the available memory")  # fmt: skip
-    s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64)")
+                   help="refuse runs needing more, e.g. 16G (default: the available memory)")  # fmt: skip
+    s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64; the first line says which)")
+    s.add_argument("--compile-cache", action=argparse.BooleanOptionalAction, default=True,
+                   help="keep compiled programs in JAX's persistent cache, so that a second run of the same model, "
+                        "solver and options skips most of the compile (default: on, in $XDG_CACHE_HOME/difflie/jax "
+                        "or ~/.cache/difflie/jax; JAX_COMPILATION_CACHE_DIR overrides)")  # fmt: skip
     s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")  # fmt: skip
     sub.add_parser("list", help="list built-in models and solvers")
@@ -349,10 +380,11 @@ def _main(argv: list[str] | None) -> int:
         args = parser().parse_args(argv)
         if args.command == "list":
             return list_all()
-        if not args.float32:  # this process is the user's program: float64 by default
-            import jax
+        import jax
 
-            jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_enable_x64", not args.float32)  # this process is the user's program
+        if args.compile_cache and not jax.config.jax_compilation_cache_dir:
+            jax.config.update("jax_compilation_cache_dir", str(compile_cache_dir()))
         return run(args)
     except KeyboardInterrupt:
         print("difflie: interrupted", file=sys.stderr)

@@ -22,6 +22,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from .results import RESULTS, BodyState
 from .solvers.base import AbstractSolver, StepStats
+from .xla import concrete
 
 
 class SaveAt(eqx.Module):
@@ -102,6 +103,13 @@ class Stats(eqx.Module):
     failure_time: Float[Array, ""]
     failure_iterations: Int[Array, ""]
     failure_residual: Float[Array, ""]
+
+    def __repr__(self) -> str:
+        """The values (the default repr, with shapes, where they are traced)."""
+        fields = {name: concrete(getattr(self, name)) for name in self.__dataclass_fields__}
+        if any(a is None for a in fields.values()):
+            return super().__repr__()
+        return "Stats(" + ", ".join(f"{k}={np.array2string(a, separator=', ')}" for k, a in fields.items()) + ")"
 
 
 class _Failure(eqx.Module):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ def test_simulate_writes_npz_and_png(tmp_path, capsys):
     out, png = tmp_path / "top.npz", tmp_path / "top.png"
     assert main(["simulate", "heavy-top", "--t1", "0.05", "--dt", "1e-3", "--out", str(out), "--plot", str(png)]) == 0
     summary = capsys.readouterr().out
-    assert "steps 50" in summary and "energy drift" in summary
+    assert "steps 50" in summary and "relative energy drift" in summary and "drivers' work" not in summary
     data = np.load(out)
     assert data["t"].shape == (51,)
     assert data["position"].shape == (51, 1, 3) and data["rotation"].shape == (51, 1, 3, 3)
@@ -155,6 +156,58 @@ def test_progress_bar_only_when_asked(capsys):
     assert main(["simulate", "heavy-top", "--t1", "0.05", "--progress"]) == 0
     err = capsys.readouterr().err
     assert "100.0 %" in err and "t = 0.05 / 0.05 s" in err
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "difflie", "simulate", *argv], capture_output=True, text=True)
+
+
+def test_driven_run_announces_the_compile_and_balances_the_drivers_work():
+    """The banner names the dtype; one line before the compile and one with its time, both
+    before the progress bar; a driven mechanism's summary sets the drivers' work against the
+    energy change instead of a relative drift."""
+    proc = _cli("single-pendulum", "--t1", "0.02", "--progress")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "difflie: single-pendulum with gen-alpha, t1 = 0.02 s, dt = 0.001 (20 steps), float64"
+    assert lines[1] == "difflie: compiling gen-alpha for single-pendulum ..."
+    assert re.fullmatch(r"difflie: compiled in \d+\.\d s", lines[2]), lines
+    assert "100.0 %" in proc.stderr.split(lines[2])[1]  # the progress bar, after the compile
+    summary = proc.stdout
+    change, work, balance = (float(re.search(rf"{key} (\S+) J", summary).group(1))
+                             for key in ("energy change", "drivers' work", "balance"))  # fmt: skip
+    assert "relative energy drift" not in summary
+    assert change > 0.1 and work == pytest.approx(change, rel=1e-4) and balance < 1e-5 * work
+
+
+def test_float32_run_names_its_dtype():
+    proc = _cli("heavy-top", "--t1", "0.01", "--float32")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[0].endswith("(10 steps), float32")
+    assert "compiling rkmk4 for heavy-top ..." in proc.stderr
+    assert "relative energy drift" in proc.stdout and "drivers' work" not in proc.stdout
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["simulate", "--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    for default in ("default: gen-alpha for a model with constraints", "rkmk4 for one without",
+                    "(default: 1e-3)", "(default: 1)", "(default: rA)", "(default: 1e-6)", "(default: --rtol)",
+                    "--float32 compute in float32 (default: float64", "(default: the available memory)"):  # fmt: skip
+        assert default in text, default
+
+
+def test_compile_cache_lives_in_the_user_cache_and_can_be_turned_off(monkeypatch, tmp_path):
+    from difflie.__main__ import compile_cache_dir, parser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compile_cache_dir() == tmp_path / "difflie" / "jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert compile_cache_dir() == Path.home() / ".cache" / "difflie" / "jax"
+    assert parser().parse_args(["simulate", "heavy-top"]).compile_cache
+    assert not parser().parse_args(["simulate", "heavy-top", "--no-compile-cache"]).compile_cache
 
 
 # ---------------------------------------------------------------- hostile input: exit 2, one line

@@ -83,6 +83,11 @@ class ConstraintSet(eqx.Module):
         )
 
     @property
+    def driven(self) -> bool:
+        """Whether a row depends on time: a driver, or a joint angle given as a function."""
+        return bool(self.drivers) or not all(isinstance(theta, _Const) for theta in self.thetas)
+
+    @property
     def num_constraints(self) -> int:
         return len(self.names)
 
