@@ -21,7 +21,6 @@ top-level function. difflie never changes a global flag.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -48,8 +47,8 @@ def concrete(x) -> np.ndarray | None:
 @functools.cache
 def compiler_options() -> dict[str, Any]:
     """The entries of :data:`CPU_COMPILER_OPTIONS` this jaxlib accepts, if the default backend is
-    a CPU; else ``{}``. A refused entry (a jaxlib older or newer than 0.10) is left out, with
-    one warning.
+    a CPU; else ``{}``. An entry this jaxlib does not know (older or newer than 0.10: jaxlib
+    0.11 removed the classic emitters' switch) is left out silently: the options only tune speed.
     """
     if jax.default_backend() != "cpu":
         return {}
@@ -58,9 +57,7 @@ def compiler_options() -> dict[str, Any]:
     for key, value in CPU_COMPILER_OPTIONS.items():
         try:
             jax.jit(lambda x: x + 1, compiler_options={key: value}).lower(probe).compile()
-        except Exception as err:  # noqa: BLE001 - any refusal means: compile with XLA's default
-            warnings.warn(f"difflie.xla: this jaxlib refuses {key}={value!r} ({err}); using XLA's default",
-                          stacklevel=2)  # fmt: skip
+        except Exception:  # noqa: BLE001 - any refusal means: compile with XLA's default
             continue
         accepted[key] = value
     return accepted
