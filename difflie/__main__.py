@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def builtin_models() -> dict[str, object]:
-    """``{cli-name: function}`` of every function exported by :mod:`difflie.models`."""
+    """``{cli-name: function}`` of every function exported by ``difflie.models``."""
     from . import models
 
     return {
@@ -71,7 +71,7 @@ def load(args):
 
 
 def default_solvers() -> dict[str, object]:
-    """``{cli-name: solver}`` with the command line's defaults (the keys of :data:`SOLVERS`)."""
+    """``{cli-name: solver}`` with the command line's defaults (the keys of ``SOLVERS``)."""
     import difflie as dl
 
     return {"rkmk4": dl.RKMK4(), "dopri5": dl.Dopri5(), "gen-alpha": dl.GeneralizedAlpha(rho_inf=0.9),

@@ -1,12 +1,12 @@
 """Batches of simulations: ``vmap`` over parameters or initial states, sharded over devices.
 
-:func:`difflie.simulate` is itself ``vmap``-compatible, so a batch is
+``difflie.simulate`` is itself ``vmap``-compatible, so a batch is
 
     jax.vmap(lambda p: simulate(make_model(p), solver, t0, t1, dt))(params)
 
-and these helpers only add the plumbing: :func:`simulate_batch` (the line above, over every
-array leaf's leading axis), :func:`stack` (models or parameters of equal structure into one
-batched pytree) and :func:`shard` (place the batch axis across devices with a
+and these helpers only add the plumbing: ``simulate_batch`` (the line above, over every
+array leaf's leading axis), ``stack`` (models or parameters of equal structure into one
+batched pytree) and ``shard`` (place the batch axis across devices with a
 ``jax.sharding.NamedSharding`` on a one-dimensional mesh; XLA then partitions the batched
 computation, so the same code runs on one CPU, several GPUs or, after
 ``jax.distributed.initialize()``, several hosts).
@@ -59,10 +59,10 @@ def simulate_batch(
 ) -> Solution:
     """``simulate`` over the leading axis of every array leaf of ``params``.
 
-    ``params`` is a batched model (``make_model=None``, e.g. from :func:`stack`) or any batched
+    ``params`` is a batched model (``make_model=None``, e.g. from ``stack``) or any batched
     pytree handed element by element to ``make_model(p) -> Model`` (traced, so it may build
-    bodies, initial states, forces from ``p``). ``kwargs`` go to :func:`difflie.simulate` and
-    are shared by the batch. Returns a :class:`Solution` whose arrays have a leading batch axis.
+    bodies, initial states, forces from ``p``). ``kwargs`` go to ``difflie.simulate`` and
+    are shared by the batch. Returns a ``Solution`` whose arrays have a leading batch axis.
 
     ``chunk_size``: run the batch as a sequential ``lax.map`` over vmapped chunks of this size
     instead of one vmap. On CPU, XLA splits element-wise kernels over large arrays into

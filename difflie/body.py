@@ -112,7 +112,7 @@ class RigidBody(eqx.Module):
 
     def spatial_inertia(self) -> Float[Array, "nb 6 6"]:
         """About the body-frame origin, translation first: ``[[m I, -m hat(c)], [m hat(c), J_O]]``
-        (``J_O`` of :meth:`inertia_about_origin`), so ``V^T M V / 2`` is the kinetic energy of
+        (``J_O`` of ``inertia_about_origin``), so ``V^T M V / 2`` is the kinetic energy of
         the origin's body twist ``V = (U, Omega)``."""
         m, c = self.mass[..., None, None], self.com
         mc = m * hat(c)
@@ -141,7 +141,7 @@ class RigidBody(eqx.Module):
 
     @classmethod
     def from_params(cls, params: Float[Array, "nb 10"], names: tuple[str, ...] | None = None) -> RigidBody:
-        """Inverse of :meth:`to_params`; any real ``params`` give a physical body."""
+        """Inverse of ``to_params``; any real ``params`` give a physical body."""
         params = jnp.asarray(params)
         rows, cols = np.tril_indices(4, -1)
         L = jnp.zeros(params.shape[:-1] + (4, 4), params.dtype)

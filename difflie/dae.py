@@ -5,11 +5,11 @@ rates ``q_dot = (r_dot, rot_rate)`` and accelerations ``a = (r_ddot, rot_rate_do
 
     E(t, q, q_dot, a) + Psi_q(t, q)^T lambda = 0,     Psi(t, q) = 0,
 
-where ``E`` are the Newton-Euler rows of :meth:`difflie.Model.newton_euler` projected on the
+where ``E`` are the Newton-Euler rows of ``difflie.Model.newton_euler`` projected on the
 rates, ``(m r_ddot - f, W^T (J omega_dot + omega x J omega - tau))`` with ``omega = W rot_rate``
 (``W = I`` for rA, whose rates are the body angular velocities), and ``Psi`` the model's
 constraint rows (pinned points included) and the formulation's own (rp normalisation). Every
-implicit solver starts from :func:`consistent_state`: the configuration assembled onto
+implicit solver starts from ``consistent_state``: the configuration assembled onto
 ``Psi = 0``, the rates projected onto ``Psi_q q_dot = nu``, and the accelerations and
 multipliers of the DAE at ``t0``.
 """
@@ -42,13 +42,13 @@ def consistent_state(
     model, form: AbstractFormulation, t0, block_size: int | None = 16
 ) -> tuple[Array, Array, Array, Array, Array, Array]:
     """``(r, rot, r_dot, rate, a, lambda)`` at ``t0`` that satisfy the DAE and its first two
-    derivatives: the model's initial state (:meth:`difflie.Model.initial_state`) assembled and
+    derivatives: the model's initial state (``difflie.Model.initial_state``) assembled and
     projected when it has constraint rows, then
 
         [[M_q, G^T], [G, 0]] [a; lambda] = [-E(t0, q, q_dot, 0); gamma],
 
     dense for small systems, else in the blocks of the mechanism's topology
-    (:func:`difflie.constraints.jacobians.saddle_structure`; ``block_size=None``: always dense).
+    (``difflie.constraints.jacobians.saddle_structure``; ``block_size=None``: always dense).
     """
     r, R, v, w = model.initial_state()
     dtype = jnp.result_type(r)

@@ -1,7 +1,7 @@
 """Invariants and residuals of a solution: energy, momenta, constraint residual.
 
-All functions take the saved :class:`~difflie.results.BodyState` (leading time axis, then
-bodies) of a :class:`~difflie.simulate.Solution` and the model it came from.
+All functions take the saved ``BodyState`` (leading time axis, then
+bodies) of a ``Solution`` and the model it came from.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def angular_momentum(model, states: BodyState, about: Array | None = None) -> Fl
 
 def constraint_residual(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Largest absolute position-level constraint residual at each saved time, pinned points
-    included (:meth:`difflie.Model.constraint_residual`; 0 if none)."""
+    included (``difflie.Model.constraint_residual``; 0 if none)."""
     if model.num_constraints == 0:
         return jnp.zeros_like(ts)
     origins = states.position - mv(states.rotation, model.bodies.com)
@@ -60,7 +60,7 @@ def constraint_residual(model, ts: Float[Array, " n"], states: BodyState) -> Flo
 def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Power the constraint forces put into the bodies at each saved state: the drivers' power.
 
-    With the DAE ``E(q, q_dot, a) + G^T lambda = 0`` (:mod:`difflie.dae`, rA), the energy obeys
+    With the DAE ``E(q, q_dot, a) + G^T lambda = 0`` (``difflie.dae``, rA), the energy obeys
     ``dE/dt = -lambda^T G q_dot = -lambda^T nu`` with ``nu = -dPhi/dt``: zero for joints that do
     not depend on time, the work rate of the drivers otherwise. ``lambda`` solves
     ``[[M, G^T], [G, 0]] [a; lambda] = [-E(q, q_dot, 0); gamma]`` at each state.
@@ -92,7 +92,7 @@ def _driver_power(model, ts, states):
 
 def driver_work(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Work of the drivers since the first saved time, ``W(t) = int P dt`` (trapezoidal rule on
-    the saved times, :func:`driver_power`), so that ``E - E0 - W`` is the integrator's energy
+    the saved times, ``driver_power``), so that ``E - E0 - W`` is the integrator's energy
     error of a driven mechanism."""
     P = driver_power(model, ts, states)
     steps = 0.5 * (P[1:] + P[:-1]) * jnp.diff(ts)

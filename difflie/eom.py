@@ -2,11 +2,11 @@
 
 The configuration is the pose ``(R, x)`` of the body frame (``x`` = its origin, the COM ``c``
 away from the centre of mass in body axes). Three velocity coordinates, the explicit solver's
-choice (``RKMK4(velocity=...)``, :data:`VELOCITIES`):
+choice (``RKMK4(velocity=...)``, ``VELOCITIES``):
 
 * ``"so3xr3"``: ``(u, Omega)``, world velocity of the origin and body angular velocity; group
-  :class:`~difflie.lie.SO3xR3`, whose tangent is exactly this pair.
-* ``"se3"``: the body twist ``V = (U, Omega)``, ``U = R^T u``; group :class:`~difflie.lie.SE3`.
+  ``SO3xR3``, whose tangent is exactly this pair.
+* ``"se3"``: the body twist ``V = (U, Omega)``, ``U = R^T u``; group ``SE3``.
 * ``"ulvc"``: the unified local velocity coordinates ``w = D V`` of Holzinger, Gerstmayr &
   Schöberl (hexahedral projection points with half-sides ``l``); group SE3, group velocity
   ``D^-1 w``.
@@ -16,9 +16,9 @@ Newton-Euler about the origin, body axes, translation first (``ad*`` the coadjoi
     M V_dot = W - ad*_V (M V),   M = [[m I, -m hat(c)], [m hat(c), J_O]],
     ad*_V (p, h) = (Omega x p, Omega x h + U x p),
 
-with ``M`` of :meth:`RigidBody.spatial_inertia` and ``W = (R^T f, tau + c x R^T f)`` from
-:meth:`Model.applied_forces` at the current (stage) configuration. These are
-:meth:`Model.newton_euler`'s rows (the one statement of the dynamics, about the COM, which the
+with ``M`` of ``RigidBody.spatial_inertia`` and ``W = (R^T f, tau + c x R^T f)`` from
+``Model.applied_forces`` at the current (stage) configuration. These are
+``Model.newton_euler``'s rows (the one statement of the dynamics, about the COM, which the
 implicit solvers use as they are) projected on the origin's twist by virtual work; they are
 written out here because routing the explicit field through ``newton_euler`` cost 16-19 % of
 an RKMK4 heavy-top step (measured), and ``tests/test_ulvc.py`` checks them against
@@ -203,7 +203,7 @@ def vector_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array
 
 
 def initial_state(model, velocity: str) -> tuple[SO3xR3 | SE3, Array]:
-    """``(pose0, vel0)`` from :meth:`Model.initial_state` (COM-based; a pinned origin at rest)."""
+    """``(pose0, vel0)`` from ``Model.initial_state`` (COM-based; a pinned origin at rest)."""
     c = model.bodies.com
     r0, R0, v0, Omega0 = model.initial_state()
     x0 = r0 - mv(R0, c)

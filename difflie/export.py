@@ -1,4 +1,4 @@
-"""Trajectory files: a :class:`~difflie.simulate.Solution` to and from ``.npz``.
+"""Trajectory files: a ``Solution`` to and from ``.npz``.
 
 The file holds the arrays of the command line's ``--out`` (``t`` (n,), ``position`` (n, nb, 3)
 world COM, ``rotation`` (n, nb, 3, 3) body to world, ``velocity`` (n, nb, 3) world COM,
@@ -36,7 +36,7 @@ def save_solution(path: str | os.PathLike, sol: Solution) -> None:
 
 
 def load_solution(path: str | os.PathLike) -> Solution:
-    """Read a file of :func:`save_solution` or of the command line's ``--out``.
+    """Read a file of ``save_solution`` or of the command line's ``--out``.
 
     Counters that the file lacks (the command line writes none) read as ``-1`` (times and
     residuals as NaN), and its result as successful (the command line writes no file otherwise).

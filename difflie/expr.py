@@ -1,9 +1,9 @@
 """Safe expression evaluator for driver strings such as ``"cos(pi/4*cos(2*t) + pi/2)"``.
 
-The string is parsed with :mod:`ast` and only a small whitelist is accepted: numbers, the
+The string is parsed with ``ast`` and only a small whitelist is accepted: numbers, the
 variable ``t``, the constants ``pi`` and ``e``, ``+ - * / ** %``, unary ``+ -`` and calls of
 elementary functions. Nothing is ever passed to ``eval``. The result is a JAX function of ``t``,
-so its time derivatives come from autodiff (:func:`time_derivatives`), never from the
+so its time derivatives come from autodiff (``time_derivatives``), never from the
 hand-written ``f_dot`` / ``f_ddot`` strings of the model files of the rA/rp/re paper's public
 codes (some are wrong).
 """
@@ -78,7 +78,7 @@ def _short(text: str, n: int = 60) -> str:
 
 def _fold(node: ast.AST, source: str, op, *values) -> float:
     """``op(*values)`` of constant operands, evaluated now: a real, finite float or an
-    :class:`ExpressionError` naming the sub-expression."""
+    ``ExpressionError`` naming the sub-expression."""
     where = f"{_short(ast.unparse(node))!r} in {_short(source)!r}"
     try:
         value = op(*values)
@@ -178,7 +178,7 @@ class Expression(eqx.Module):
 
 
 def parse(source: str) -> Expression:
-    """Parse ``source`` into an :class:`Expression` (raises :class:`ExpressionError`)."""
+    """Parse ``source`` into an ``Expression`` (raises ``ExpressionError``)."""
     return Expression(source)
 
 

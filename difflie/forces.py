@@ -4,7 +4,7 @@ Every element is called as ``element(t, r, R, rdot, omega) -> (f, tau)`` with th
 ``nb`` bodies (COM position ``r`` (nb, 3), body-to-world ``R`` (nb, 3, 3), COM world velocity
 ``rdot`` (nb, 3), body angular velocity ``omega`` (nb, 3)) and returns the world force at the
 COM ``f`` (nb, 3) and the torque about the COM in body axes ``tau`` (nb, 3). Gravity is a field
-of :class:`difflie.model.Model`, not an element.
+of ``difflie.model.Model``, not an element.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class AbstractForce(eqx.Module):
 
     ``coupling()`` names the pairs of bodies (ground: -1) whose wrenches depend on each other's
     state (static): the implicit solvers order and compress their iteration matrices by it
-    (:mod:`difflie.numerics.sparsity`). ``None``, the default, means any body may depend on
+    (``difflie.numerics.sparsity``). ``None``, the default, means any body may depend on
     any other, and the iteration matrix is then treated as dense.
     """
 
@@ -180,7 +180,7 @@ class JointTorques(eqx.Module):
     """A joint-torque signal ``t -> u (nj,)``: constants plus a few functions of ``t``.
 
     ``constant`` (nj,) is a pytree leaf (traceable, differentiable); ``functions[k]`` (a
-    :class:`~difflie.constraints.Driver` or an ``eqx.Module``, whose arrays are leaves too) adds
+    ``Driver`` or an ``eqx.Module``, whose arrays are leaves too) adds
     its value to joint ``index[k]``. Only the distinct user functions are visited one by one.
     """
 
@@ -211,7 +211,7 @@ class JointForce(AbstractForce):
     prismatic one the force ``u a`` at ``P`` on the child and ``-u a`` at ``P`` on the parent.
     Both pairs have zero resultant and moment, and deliver the power ``u q_dot`` (so
     damping dissipates ``c q_dot^2``). ``torque`` is ``None``, an array (nj,) or a callable
-    ``t -> (nj,)`` such as :class:`JointTorques`; ``damping`` (nj,) is an array. Body indices
+    ``t -> (nj,)`` such as ``JointTorques``; ``damping`` (nj,) is an array. Body indices
     and joint kinds are static.
     """
 

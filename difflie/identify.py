@@ -8,7 +8,7 @@ about the body-frame origin, written mass first,
 ``theta = (log L00, log L11, log L22, log L33, L10, L20, L30, L21, L31, L32)``. Every real
 ``theta`` is a physical body (``Q > 0``: positive mass, positive-definite inertia obeying the
 triangle inequalities), so an unconstrained optimiser never leaves the physical set. Mass first
-(:class:`difflie.body.RigidBody.to_params` puts it last) makes ``theta_0 = log(m)/2``, so a
+(``difflie.body.RigidBody.to_params`` puts it last) makes ``theta_0 = log(m)/2``, so a
 known mass is one frozen coordinate (``InertiaParameters(mass=...)`` fits the other nine).
 
 The fit minimises ``sum r^2 / 2`` over the whitened residuals ``r`` (marker positions over
@@ -16,7 +16,7 @@ The fit minimises ``sum r^2 / 2`` over the whitened residuals ``r`` (marker posi
 (optax Adam) from a rough guess, then Gauss-Newton with Levenberg-Marquardt damping (or optax
 L-BFGS). The Jacobian is taken in forward mode (few parameters, many residuals). The
 covariance of the estimate is ``s^2 (J^T J)^-1`` with ``s^2 = |r|^2 / (N - p)`` (about 1 when the
-sigmas are right), and :func:`physical_std` carries it to mass, COM and inertia.
+sigmas are right), and ``physical_std`` carries it to mass, COM and inertia.
 
 **What a trajectory can identify.** Only forces other than gravity fix the scale of the
 inertial parameters: gravity acts like inertia (equivalence principle), so with gravity alone
@@ -69,7 +69,7 @@ def pseudo_inertia(body: RigidBody) -> Float[Array, "nb 4 4"]:
 
 
 def log_cholesky(body: RigidBody) -> Float[Array, "nb 10"]:
-    """``theta`` of each body (inverse of :func:`body_from_log_cholesky`); needs strict triangle
+    """``theta`` of each body (inverse of ``body_from_log_cholesky``); needs strict triangle
     inequalities (a flat body has no finite coordinates)."""
     L = jnp.linalg.cholesky(pseudo_inertia(body))
     logdiag = jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1))
@@ -234,7 +234,7 @@ class JointMeasurements(eqx.Module):
 
 
 def _with_torque(model, signal):
-    """``model`` with the joint-torque signal of its :class:`JointForce` replaced."""
+    """``model`` with the joint-torque signal of its ``JointForce`` replaced."""
     idx = [i for i, f in enumerate(model.forces) if isinstance(f, JointForce)]
     if len(idx) != 1:
         raise ValueError("JointMeasurements: the model needs one JointForce (load the robot with joint_torques=...)")
@@ -268,7 +268,7 @@ def marker_positions(model, sol, bodies: tuple[int, ...], markers) -> Float[Arra
 
 def residuals(model, solver, data: Measurements, *, dt: float, t0: float = 0.0, **kwargs) -> Float[Array, " N"]:
     """Whitened residuals of ``model`` simulated by ``solver`` against ``data`` (flat); for
-    :class:`JointMeasurements`, the joint positions of all windows (``t0`` unused)."""
+    ``JointMeasurements``, the joint positions of all windows (``t0`` unused)."""
     if isinstance(data, JointMeasurements):
         q = windowed_joint_positions(model, solver, data, dt=dt, **kwargs)
         return ((q - data.q[data.compared]) / data.sigma_q).reshape(-1)
@@ -397,7 +397,7 @@ def fit(
 ) -> FitResult:
     """Fit ``theta`` so that ``model_fn(theta)`` simulated by ``solver`` matches ``data``.
 
-    ``model_fn``: ``theta -> Model``, e.g. :class:`InertiaParameters` (it must be hashable:
+    ``model_fn``: ``theta -> Model``, e.g. ``InertiaParameters`` (it must be hashable:
     an ``eqx.Module`` or a module-level function). Stages: ``adam_steps`` of Adam at
     ``learning_rate``, then ``refine_steps`` of ``"gauss_newton"`` (Levenberg-Marquardt) or
     ``"lbfgs"`` (optax). Stops when ``|grad| <= gtol (1 + loss)`` or the relative step is below
@@ -538,7 +538,7 @@ def _lbfgs(theta, args, steps, gtol, note, check, iterations):
 
 
 def physical_covariance(params: InertiaParameters, theta: Array, covariance: Array) -> Float[Array, "q q"]:
-    """Covariance of :func:`physical` (flattened over bodies) by the delta method."""
+    """Covariance of ``physical`` (flattened over bodies) by the delta method."""
     jac = jax.jacfwd(lambda th: physical(params.bodies(th)).reshape(-1))(theta)
     return jac @ covariance @ jac.T
 

@@ -17,10 +17,10 @@ and the rates, with world angular velocities ``w = R omega`` and point velocitie
 Revolute angles are continuous along the saves (unwrapped) and on the branch nearest the initial
 joint positions at the first save.
 
-The other way, :func:`forward_kinematics` places the bodies at joint positions and rates (traced,
-one ``lax.scan`` over the joints in tree order), :func:`with_joint_state` makes it a model's
-initial state (multiple shooting starts each window there) and :func:`with_bodies` swaps a
-robot's inertial parameters, keeping its link frames where they are. :class:`LinearInterpolation`
+The other way, ``forward_kinematics`` places the bodies at joint positions and rates (traced,
+one ``lax.scan`` over the joints in tree order), ``with_joint_state`` makes it a model's
+initial state (multiple shooting starts each window there) and ``with_bodies`` swaps a
+robot's inertial parameters, keeping its link frames where they are. ``LinearInterpolation``
 turns sampled joint torques into the ``t -> u`` signal that ``joint_torques`` takes.
 """
 
@@ -120,7 +120,7 @@ def joint_coordinates(model, solution) -> Float[Array, "*n nj"]:
     """Joint positions ``(n_saves, n_joints)`` (rad or m) in the order of ``model.joint_names``.
 
     ``solution`` is anything with ``position`` and ``rotation`` of the bodies: a
-    :class:`~difflie.Solution`, a :class:`~difflie.BodyState` or a kinematics solution, with a
+    ``Solution``, a ``BodyState`` or a kinematics solution, with a
     leading save axis or without (one state: ``(n_joints,)``).
     """
     js = _joint_space(model)
@@ -145,7 +145,7 @@ def joint_coordinates(model, solution) -> Float[Array, "*n nj"]:
 def joint_velocities(model, solution) -> Float[Array, "*n nj"]:
     """Joint rates ``(n_saves, n_joints)`` (rad/s or m/s) in the order of ``model.joint_names``,
     from ``position``, ``rotation``, ``velocity`` (world COM) and ``angular_velocity`` (body
-    axes) of ``solution`` (see :func:`joint_coordinates`)."""
+    axes) of ``solution`` (see ``joint_coordinates``)."""
     js = _joint_space(model)
     nb = model.num_bodies
     o, R, v, w = _poses(model, solution)
@@ -178,8 +178,8 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
         prismatic:  R_c = R_p C,  o_c = o_p + R_p (s_p - C s_c + dq axis),
                     w_c = w_p,  v_c = v_p + w_p x (o_c - o_p) + qd a
 
-    The result satisfies the joint constraints to rounding, and :func:`joint_coordinates` and
-    :func:`joint_velocities` read ``q`` and ``qd`` back from it."""
+    The result satisfies the joint constraints to rounding, and ``joint_coordinates`` and
+    ``joint_velocities`` read ``q`` and ``qd`` back from it."""
     js = _joint_space(model)
     nb = model.num_bodies
     r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
@@ -221,7 +221,7 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
 
 def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None):
     """``model`` with its initial state at joint positions ``q`` and rates ``qd`` (see
-    :func:`forward_kinematics`; :func:`joint_coordinates` then reads revolute angles on the
+    ``forward_kinematics``; ``joint_coordinates`` then reads revolute angles on the
     branch of ``q``); traceable, so windows can start from measured joint states inside one
     compiled program."""
     s = forward_kinematics(model, q, qd)
@@ -234,7 +234,7 @@ def with_bodies(model, bodies: RigidBody):
     """``model`` with the inertial parameters of ``bodies`` (mass, COM in the link frame, inertia
     about the COM): link frames, joints and the initial state's link poses and velocities stay
     where they are. What depends on the COM moves with it: the initial COM positions and
-    velocities and the joint points of :class:`~difflie.forces.JointForce` (kept relative to
+    velocities and the joint points of ``JointForce`` (kept relative to
     the COM). Traceable: ``bodies`` may come from parameters being fitted."""
     if bodies.mass.shape != model.bodies.mass.shape:
         raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")

@@ -9,7 +9,7 @@ At each time ``t_n`` of the grid, in formulation rA, rp or re:
 2. velocity: ``G q_dot = nu``;
 3. acceleration: ``G q_ddot = gamma``.
 
-Jacobian, ``nu`` and ``gamma`` come from autodiff (:mod:`difflie.constraints.jacobians`).
+Jacobian, ``nu`` and ``gamma`` come from autodiff (``difflie.constraints.jacobians``).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def assemble(
 
 def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Sparsity | None = None):
     """Closest ``(r_dot, rate)`` (Euclidean) with ``G q_dot = nu``; ``st``: the structure to
-    solve in (default :func:`difflie.constraints.jacobians.saddle_structure`)."""
+    solve in (default ``difflie.constraints.jacobians.saddle_structure``)."""
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
     st = jac.saddle_structure(model, form) if st is None else st
     qdot = jac.join(rdot, rate)

@@ -1,9 +1,9 @@
 """Model: bodies, forces, gravity, optional constraints and the initial state.
 
 The one place a model is read. Every solver takes from it the same few things: the bodies'
-inertias, the applied wrenches (:meth:`Model.applied_forces`), the Newton-Euler rows of each body
-(:meth:`Model.newton_euler`), the constraint rows with pinned points included
-(:meth:`Model.constraint_residual`) and the initial state (:meth:`Model.initial_state`). A
+inertias, the applied wrenches (``Model.applied_forces``), the Newton-Euler rows of each body
+(``Model.newton_euler``), the constraint rows with pinned points included
+(``Model.constraint_residual``) and the initial state (``Model.initial_state``). A
 solver never reads ``fixed_origin`` or ``constraints`` itself.
 """
 
@@ -34,13 +34,13 @@ class Model(eqx.Module):
     joint to the ground there; the heavy top without constraints): its COM is then ``com`` away
     from the pivot and ``v0`` is implied by ``omega0`` (it is ignored). Explicit solvers write
     such a body's equations about the pivot; implicit ones get three constraint rows per pinned
-    body from :meth:`constraint_residual`.
+    body from ``constraint_residual``.
     ``ulvc_lengths``: half-sides of each body's hexahedron of projection points, read by
     explicit solvers in unified local velocity coordinates (``RKMK4(velocity="ulvc")``): the
     velocity coordinates are the solver's choice, not the model's.
     ``joints`` (optional) is the joint-space description of a robot read from a URDF or MJCF
-    file (:class:`difflie.joint_space.JointSpace`): joint names, kinds and frames, used by
-    :func:`difflie.joint_coordinates`; the dynamics never read it.
+    file (``difflie.joint_space.JointSpace``): joint names, kinds and frames, used by
+    ``difflie.joint_coordinates``; the dynamics never read it.
     """
 
     bodies: RigidBody
@@ -165,13 +165,13 @@ class Model(eqx.Module):
 
     @property
     def num_constraints(self) -> int:
-        """Rows of :meth:`constraint_residual`: the constraint set's, then 3 per pinned body."""
+        """Rows of ``constraint_residual``: the constraint set's, then 3 per pinned body."""
         own = 0 if self.constraints is None else self.constraints.num_constraints
         return own + 3 * self.pinned.size
 
     @property
     def row_bodies(self) -> np.ndarray:
-        """``(m, 2)`` bodies ``(i, j)`` of each row of :meth:`constraint_residual` (ground: -1;
+        """``(m, 2)`` bodies ``(i, j)`` of each row of ``constraint_residual`` (ground: -1;
         static)."""
         own = [] if self.constraints is None else list(self.constraints.row_bodies)
         rows = own + [(int(i), -1) for i in self.pinned for _ in range(3)]
@@ -179,7 +179,7 @@ class Model(eqx.Module):
 
     def coupling(self) -> np.ndarray | None:
         """``(e, 2)`` pairs of bodies whose equations depend on each other's state (ground: -1;
-        static): the constraint rows' and the force elements' (:meth:`AbstractForce.coupling`).
+        static): the constraint rows' and the force elements' (``AbstractForce.coupling``).
         ``None`` when a force element may couple any bodies."""
         pairs = [self.row_bodies]
         for element in self.forces:
@@ -214,9 +214,9 @@ class Model(eqx.Module):
     ) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
         """The Newton-Euler rows of every body without constraint forces:
         ``m a - f`` (world) and ``J omega_dot + omega x J omega - tau`` (body axes, about the COM),
-        with ``(f, tau)`` from :meth:`applied_forces` at ``(t, r, R, v, omega)``;
+        with ``(f, tau)`` from ``applied_forces`` at ``(t, r, R, v, omega)``;
         ``angular_acceleration=None`` is zero. The one statement of rigid-body dynamics: implicit
-        solvers use the rows as they are; the explicit field (:mod:`difflie.eom`) is their
+        solvers use the rows as they are; the explicit field (``difflie.eom``) is their
         projection on the origin's twist."""
         f, tau = self.applied_forces(t, r, R, v, omega)
         J = self.bodies.inertia

@@ -92,7 +92,7 @@ def _is_driven(work: np.ndarray, energy: np.ndarray) -> bool:
 def energy(sol, model, ax=None):
     """Energy change ``E - E0`` [J] (kinetic + gravitational) against time.
 
-    For a driven mechanism the drivers' work ``W`` (:func:`difflie.diagnostics.driver_work`)
+    For a driven mechanism the drivers' work ``W`` (``difflie.diagnostics.driver_work``)
     is drawn apart from the integrator's drift ``E - E0 - W``; the change of ``E`` alone would
     mostly show the work of the drivers.
     """
@@ -116,7 +116,7 @@ def energy(sol, model, ax=None):
 
 
 def invariants(sol, model, axes=None):
-    """Energy (drift, and driver work apart: :func:`energy`) and the world angular momentum
+    """Energy (drift, and driver work apart: ``energy``) and the world angular momentum
     about the origin against time."""
     if axes is None:
         _, axes = _plt().subplots(1, 2, figsize=(13, 4), layout="constrained")
@@ -297,7 +297,7 @@ class _Scene:
 def frame(sol, model=None, t: float | None = None, ax=None, *, shapes: bool = True, axis_length: float | None = None):
     """One 3D view of the bodies at the saved time nearest ``t`` (default: the last), with
     their paths so far; with ``model``, each body as the box of its mass and inertia
-    (:func:`inertia_box`) and the joints as dots."""
+    (``inertia_box``) and the joints as dots."""
     if ax is None:
         ax = _plt().figure(figsize=(6, 6), layout="constrained").add_subplot(projection="3d")
     scene = _Scene(ax, sol, model, axis_length, shapes)
@@ -306,10 +306,10 @@ def frame(sol, model=None, t: float | None = None, ax=None, *, shapes: bool = Tr
 
 
 def animate(sol, model=None, *, stride: int = 1, axis_length: float | None = None, interval: int = 30, shapes: bool = True):
-    """A 3D animation of :func:`frame` over the saved times (every ``stride``-th).
+    """A 3D animation of ``frame`` over the saved times (every ``stride``-th).
 
     Returns a ``matplotlib.animation.FuncAnimation``: ``anim.to_jshtml()`` plays it in a
-    notebook, :func:`save_animation` writes a GIF or an MP4.
+    notebook, ``save_animation`` writes a GIF or an MP4.
     """
     plt = _plt()
     from matplotlib import animation

@@ -1,4 +1,4 @@
-"""The time loop: :func:`simulate`, what to save (:class:`SaveAt`), step-size control, results.
+"""The time loop: ``simulate``, what to save (``SaveAt``), step-size control, results.
 
 Fixed steps run as a ``lax.scan`` nested in chunks of about ``sqrt(n)`` steps whose inner scan is
 rematerialised (``jax.checkpoint``), so reverse mode stores ``O(sqrt n)`` states (or one per step
@@ -83,8 +83,8 @@ class PIDController(eqx.Module):
 
 
 class SimulationError(RuntimeError):
-    """An unsuccessful :func:`simulate` with ``throw=True``, outside ``jit``: the message names
-    the reason, the step and its time (:meth:`Solution.failure_message`)."""
+    """An unsuccessful ``simulate`` with ``throw=True``, outside ``jit``: the message names
+    the reason, the step and its time (``Solution.failure_message``)."""
 
 
 class Stats(eqx.Module):
@@ -141,7 +141,7 @@ class _Failure(eqx.Module):
 
 class Solution(eqx.Module):
     """Saved times ``ts`` (n,) and states (n, nb, ...); unused slots (``SaveAt(steps=True)``
-    with adaptive steps) hold ``inf``. ``result`` is a :class:`RESULTS` item."""
+    with adaptive steps) hold ``inf``. ``result`` is a ``RESULTS`` item."""
 
     ts: Float[Array, " n"]
     states: BodyState
@@ -236,7 +236,7 @@ _SLICE_BYTES = 512
 
 def _sub_chunk(y) -> int:
     """Steps per innermost loop: as many as keep every stacked leaf of the state ``y`` (and the
-    scanned times) within :data:`_SLICE_BYTES`."""
+    scanned times) within ``_SLICE_BYTES``."""
     widest = max((leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(y)), default=8)
     return max(1, min(_SLICE_BYTES // 8, _SLICE_BYTES // max(widest, 1)))
 
@@ -265,7 +265,7 @@ def _scan(body, carry, xs, chunk: int | None, remat: bool | str = True, report=N
     transposing it, which on CPU is cheaper than writing and reading back the many small
     residuals of a step. ``remat="steps"`` rematerialises the steps only: one carry per step is
     stored, and the chunk's recomputation is saved. Each chunk runs as loops of ``sub`` steps
-    (:func:`_sub_chunk`). ``report(carry, xs_chunk)`` runs after each chunk (progress).
+    (``_sub_chunk``). ``report(carry, xs_chunk)`` runs after each chunk (progress).
     """
     n = jax.tree.leaves(xs)[0].shape[0]
     if chunk:
@@ -375,7 +375,7 @@ MAX_STEPS = 2**31 - 1  # step indices are int32
 
 def fixed_step_count(t0: float, t1: float, dt: float) -> int:
     """The number of fixed steps from ``t0`` to ``t1`` with steps of at most ``dt`` (shortened
-    evenly to end at ``t1``); ``ValueError`` when over :data:`MAX_STEPS`."""
+    evenly to end at ``t1``); ``ValueError`` when over ``MAX_STEPS``."""
     if not dt > 0:
         raise ValueError(f"simulate: dt must be positive, got {dt}")
     n = (t1 - t0) / dt * (1 - 1e-12)
@@ -602,10 +602,10 @@ def simulate(
     states; ``"steps"`` one state per step (``O(n)`` memory, each step recomputed once: the
     cheapest reverse pass on CPU); ``False`` every intermediate XLA needs (no recomputation).
     With ``throw=True`` an unsuccessful result (non-finite state, step-size underflow,
-    ``max_steps``, Newton failure) raises: eagerly a :class:`SimulationError` naming the
+    ``max_steps``, Newton failure) raises: eagerly a ``SimulationError`` naming the
     reason, step and time; under ``jit`` and ``vmap`` every returned array carries the error
     (``equinox``'s runtime error with the reason; ``throw=False`` and
-    :meth:`Solution.failure_message` give the step and time there). A NaN
+    ``Solution.failure_message`` give the step and time there). A NaN
     or Inf in the initial state, the times or ``SaveAt(ts)`` is refused before running where
     they are concrete, and fails at step 0 where they are traced.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse

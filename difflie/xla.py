@@ -11,9 +11,9 @@ It also turns off XLA's newer MLIR fusion emitters (``xla_cpu_use_fusion_emitter
 classic emitters run the same fusions 6-27 % faster here (single pendulum, four link,
 generalized-alpha heavy top, RKMK4 forward and gradient; same process, alternating runs).
 
-:data:`CPU_COMPILER_OPTIONS` holds both. They are per-compilation options: pass them as
-``jax.jit(f, compiler_options=...)``, or use :func:`jit`; the identification steps use
-:func:`filter_jit`. JAX accepts compiler options only on a top-level ``jit``, so ``simulate``
+``CPU_COMPILER_OPTIONS`` holds both. They are per-compilation options: pass them as
+``jax.jit(f, compiler_options=...)``, or use ``jit``; the identification steps use
+``filter_jit``. JAX accepts compiler options only on a top-level ``jit``, so ``simulate``
 (usually traced inside the caller's ``jit``) keeps a plain ``eqx.filter_jit``: wrap your own
 top-level function. difflie never changes a global flag.
 """
@@ -46,7 +46,7 @@ def concrete(x) -> np.ndarray | None:
 
 @functools.cache
 def compiler_options() -> dict[str, Any]:
-    """The entries of :data:`CPU_COMPILER_OPTIONS` this jaxlib accepts, if the default backend is
+    """The entries of ``CPU_COMPILER_OPTIONS`` this jaxlib accepts, if the default backend is
     a CPU; else ``{}``. An entry this jaxlib does not know (older or newer than 0.10: jaxlib
     0.11 removed the classic emitters' switch) is left out silently: the options only tune speed.
     """
@@ -64,13 +64,13 @@ def compiler_options() -> dict[str, Any]:
 
 
 def jit(fun: Callable, **kwargs: Any) -> Callable:
-    """``jax.jit(fun, **kwargs)`` compiled with :func:`compiler_options` (merged under any given)."""
+    """``jax.jit(fun, **kwargs)`` compiled with ``compiler_options`` (merged under any given)."""
     options = {**compiler_options(), **(kwargs.pop("compiler_options", None) or {})}
     return jax.jit(fun, compiler_options=options or None, **kwargs)
 
 
 class filter_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
-    """``eqx.filter_jit(fun)`` compiled with :func:`compiler_options`, chosen at the first call
+    """``eqx.filter_jit(fun)`` compiled with ``compiler_options``, chosen at the first call
     (not at import, so the backend is not initialised by importing difflie). For top-level
     calls only: JAX refuses compiler options on a ``jit`` traced inside another."""
 

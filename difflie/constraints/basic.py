@@ -46,7 +46,7 @@ class Driver(eqx.Module):
 
 
 def as_driver(f) -> Driver | eqx.Module:
-    """Wrap a callable ``f(t)`` as a pytree-safe :class:`Driver` (modules pass through)."""
+    """Wrap a callable ``f(t)`` as a pytree-safe ``Driver`` (modules pass through)."""
     if isinstance(f, eqx.Module):
         return f
     if callable(f):

@@ -52,7 +52,7 @@ class AbstractFormulation(eqx.Module):
         return rot + x
 
     def local(self, rot: Array, x: Float[Array, "nb d"]) -> Array:
-        """A chart that agrees with :meth:`retract` to second order at ``x = 0``.
+        """A chart that agrees with ``retract`` to second order at ``x = 0``.
 
         Derivatives at ``x = 0`` (Jacobians, ``nu``, ``gamma``, reactions) only need that much,
         and a polynomial chart keeps those autodiff graphs small.
@@ -178,7 +178,7 @@ class RE(AbstractFormulation):
 
     ``A = F Rz(phi) Rx(theta) Rz(psi)``; the stored attitude is ``(eps, vec F)`` (12 numbers per
     body; a bare ``eps`` means ``F = I``). The angles are singular at ``theta = 0, pi``; where
-    ``|sin theta| < sin(reframe_angle)`` :meth:`reframe` moves the body's chart (not the body):
+    ``|sin theta| < sin(reframe_angle)`` ``reframe`` moves the body's chart (not the body):
     ``F <- A A(eps_c)^T`` and ``eps <- eps_c = (0, pi/2, 0)``, the rates re-expressed for the
     same ``omega_bar``. This is the re-framing of the paper's public code C2, done consistently:
     ``A``, ``s_bar`` and ``J_bar`` stay as they are (C2 rotates ``A`` and ``s_bar`` but not

@@ -2,7 +2,7 @@
 
 The configuration is ``(r, rot)``: ``r`` (nb, 3) world centres of mass, ``rot`` the stored
 attitudes of the formulation. ``Psi(t, r, rot)`` stacks the model's
-``Phi(t, r_origin, A)`` (:meth:`difflie.Model.constraint_residual`, pinned points included;
+``Phi(t, r_origin, A)`` (``difflie.Model.constraint_residual``, pinned points included;
 ``r_origin = r - A com``) and the formulation's own rows (rp normalisation). With the chart
 ``chart(q, x) = (r + x_r, retract(rot, x_rot))`` and unknown ordering ``[all x_r, all x_rot]``:
 
@@ -121,8 +121,8 @@ DENSE_SADDLE_LIMIT = 3072
 
 
 def saddle_structure(model, form: AbstractFormulation, block_size: int | None = 16) -> sparsity.Sparsity:
-    """The structure :func:`solve_saddle` is given for a model: one dense block up to
-    :data:`DENSE_SADDLE_LIMIT` unknowns, else :func:`structure`."""
+    """The structure ``solve_saddle`` is given for a model: one dense block up to
+    ``DENSE_SADDLE_LIMIT`` unknowns, else ``structure``."""
     st = structure(model, form, None)
     return st if st.n <= DENSE_SADDLE_LIMIT else structure(model, form, block_size)
 

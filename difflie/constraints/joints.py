@@ -1,7 +1,7 @@
 """Joints assembled from the basic constraints (Kissel, Taves & Negrut, Table 1, corrected).
 
-Every function returns a list of :class:`~difflie.constraints.basic.BasicConstraint` rows;
-pass the concatenated lists to :class:`~difflie.constraints.ConstraintSet`. Points ``s_*`` and
+Every function returns a list of ``BasicConstraint`` rows;
+pass the concatenated lists to ``ConstraintSet``. Points ``s_*`` and
 vectors are in body axes; body ``-1`` (``GROUND``) is the fixed world frame.
 
     spherical        3 CD        the points P_i and Q_j coincide

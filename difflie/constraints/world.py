@@ -1,6 +1,6 @@
 """Joints and drivers from one world-frame point and axis, as Exudyn or Simscape users give them.
 
-The joints of :mod:`~difflie.constraints.joints` take each body's own copy of the joint's point
+The joints of ``joints`` take each body's own copy of the joint's point
 and axis, in body axes and measured from the body-frame origin. These helpers take them once, in
 world axes, in the model's initial configuration, and convert: with body ``i``'s frame at
 ``o_i = r_i - R_i c_i`` (COM ``r_i``, COM offset ``c_i`` in body axes) and rotation ``R_i``
@@ -10,7 +10,7 @@ world axes, in the model's initial configuration, and convert: with body ``i``'s
 
 (the ground, ``GROUND = -1``, has ``o = 0`` and ``R = I``). A joint written this way holds in the
 initial configuration by construction. Build a model without constraints, place its bodies,
-write the joints against it and :func:`connect` them::
+write the joints against it and ``connect`` them::
 
     free = dl.Model(bodies, r0=r0, R0=R0)
     model = connect(free, [revolute_at(free, GROUND, 0, point=(0, 0, 0), axis=(1, 0, 0)),

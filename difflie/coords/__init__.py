@@ -2,15 +2,15 @@
 "Singularity-free Lie group integration and geometrically consistent evaluation of multibody
 system models described in terms of standard absolute coordinates".
 
-Charts: :class:`RotationMatrix`, :class:`EulerParameters`, :class:`EulerAngles` (twelve
-sequences), :class:`RotationVector`, :class:`Rodrigues`, :class:`WienerMilenkovic`. Each maps
+Charts: ``RotationMatrix``, ``EulerParameters``, ``EulerAngles`` (twelve
+sequences), ``RotationVector``, ``Rodrigues``, ``WienerMilenkovic``. Each maps
 coordinates to rotations and back, gives ``H`` (``omega_body = H theta_dot``) and the LGT map
 ``lgt(q, X)`` for SO(3), SO(3)xR3 (= Sp(1)xR3) and SE(3) with exp or Cayley local coordinates.
 
-Integration of models written in these coordinates: :class:`AbsoluteModel` with
-:class:`LGTRungeKutta` (Lie-group Runge-Kutta through the LGT) or :class:`LGTGeneralizedAlpha`
-(Lie-group generalized-alpha through the LGT), both for :func:`difflie.simulate`, or
-:class:`LGTSolver` around any one-step ``diffrax`` solver (imported on first use).
+Integration of models written in these coordinates: ``AbsoluteModel`` with
+``LGTRungeKutta`` (Lie-group Runge-Kutta through the LGT) or ``LGTGeneralizedAlpha``
+(Lie-group generalized-alpha through the LGT), both for ``difflie.simulate``, or
+``LGTSolver`` around any one-step ``diffrax`` solver (imported on first use).
 """
 
 from .absolute_model import AbsoluteModel as AbsoluteModel

@@ -4,7 +4,7 @@ Lie group integration in absolute coordinates, eqs. (13)-(14).
     V_dot = f(t, q, V),        q_dot = H(q)^-1 V,
 
 for ``nb`` stacked bodies. The user supplies ``f`` (e.g. from a mass matrix and forces written
-in Euler angles) and a :class:`~difflie.coords.AbstractChart`; the LGT solvers replace the
+in Euler angles) and a ``AbstractChart``; the LGT solvers replace the
 kinematic equation by the local one, ``X_dot = dpsi^-1_{-X}(V)``, and evaluate ``f`` at
 ``q = lgt(q_k, X)`` (Müller, §6.2, "Algorithm A" here; §6.3, "Algorithm B").
 """
@@ -65,7 +65,7 @@ class AbsoluteModel(eqx.Module):
     - `args`: passed to `acceleration`.
     - `body_names`: one name per body (default ``body0, body1, ...``).
     - `pivot`, `com` (rotation-only models): where each body turns and its centre of mass in
-      body axes, for the positions and velocities :meth:`body_state` reports (default zero).
+      body axes, for the positions and velocities ``body_state`` reports (default zero).
     """
 
     chart: AbstractChart
@@ -105,14 +105,14 @@ class AbsoluteModel(eqx.Module):
 
     @classmethod
     def from_model(cls, model, chart: AbstractChart) -> AbsoluteModel:
-        """A :class:`difflie.Model` without constraints in the coordinates of ``chart``, for the
-        LGT solvers: its dynamics are the model's own (:meth:`difflie.Model.newton_euler`), not a
+        """A ``difflie.Model`` without constraints in the coordinates of ``chart``, for the
+        LGT solvers: its dynamics are the model's own (``difflie.Model.newton_euler``), not a
         second statement of them.
 
         Free bodies: ``q = (r, theta)`` (world COM), ``V = (r_dot, omega_body)``
         (``velocity="mixed"``), ``V_dot = (f / m, J^-1 (tau - omega x J omega))``. A model whose
         bodies all have fixed origins turns about them: ``q = theta``, ``V = omega_body``, with
-        the pivoted equations of :mod:`difflie.eom`.
+        the pivoted equations of ``difflie.eom``.
         """
         if model.constraints is not None:
             raise ValueError("AbsoluteModel.from_model: the model has constraints; the LGT solvers take ODE models")
@@ -175,7 +175,7 @@ class AbsoluteModel(eqx.Module):
 
 class _ModelAcceleration(eqx.Module):
     """``V_dot(t, q, V, (model, J^-1))`` of free bodies in ``chart`` coordinates from
-    :meth:`difflie.Model.newton_euler` at zero acceleration: ``(f / m, -J^-1 (omega x J omega - tau))``."""
+    ``difflie.Model.newton_euler`` at zero acceleration: ``(f / m, -J^-1 (omega x J omega - tau))``."""
 
     chart: AbstractChart
 
@@ -189,7 +189,7 @@ class _ModelAcceleration(eqx.Module):
 
 class _PivotedAcceleration(eqx.Module):
     """``omega_dot(t, theta, omega, (model, cache, pivots))`` of bodies turning about fixed
-    origins (:func:`difflie.eom.vector_field`)."""
+    origins (``difflie.eom.vector_field``)."""
 
     chart: AbstractChart
 

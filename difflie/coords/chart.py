@@ -61,8 +61,8 @@ class AbstractChart(eqx.Module):
         return self.from_quaternion(_ops.qmul(self.to_quaternion(theta), dquat), reference=theta)
 
     def compose_increment(self, theta: Float[Array, "*b dim"], dquat_m1: Float[Array, "*b 4"]) -> Array:
-        """:meth:`compose` with the increment given as ``dquat - (1, 0, 0, 0)`` (see
-        :meth:`LocalCoordinates.rotation_increment_minus_identity`)."""
+        """``compose`` with the increment given as ``dquat - (1, 0, 0, 0)`` (see
+        ``LocalCoordinates.rotation_increment_minus_identity``)."""
         identity = jnp.zeros_like(dquat_m1).at[..., 0].set(1.0)
         return self.compose(theta, dquat_m1 + identity)
 

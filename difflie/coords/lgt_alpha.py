@@ -42,12 +42,12 @@ class LGTAlphaState(eqx.Module):
 
 
 class LGTGeneralizedAlpha(AbstractSolver):
-    """Generalized-alpha through the LGT for an :class:`AbsoluteModel`; second order.
+    """Generalized-alpha through the LGT for an ``AbsoluteModel``; second order.
 
     **Arguments:**
 
     - `rho_inf`: spectral radius at infinity in ``[0, 1]`` (0.9 by default). Unlike the index-3
-      :class:`difflie.GeneralizedAlpha`, whose multipliers need ``rho_inf < 1``, an ODE takes
+      ``difflie.GeneralizedAlpha``, whose multipliers need ``rho_inf < 1``, an ODE takes
       ``rho_inf = 1`` (the trapezoidal rule).
     - `rtol`, `atol`: Newton stops when the correction satisfies
       ``|dX| <= atol + rtol |X|`` (max norms). ``None``: ``1e-12``/``1e-14`` in float64,

@@ -30,11 +30,11 @@ from .local import LocalCoordinates
 
 
 class LGTRungeKutta(AbstractSolver):
-    """RKMK through the LGT map for an :class:`AbsoluteModel` (Müller, §6.2).
+    """RKMK through the LGT map for an ``AbsoluteModel`` (Müller, §6.2).
 
     **Arguments:**
 
-    - `tableau`: an explicit tableau (:class:`Tableau`, a :mod:`difflie.solvers.tableaux` entry,
+    - `tableau`: an explicit tableau (``Tableau``, a ``difflie.solvers.tableaux`` entry,
       a ``diffrax`` tableau, or a solver that holds one). Default: classical RK4.
     - `method_order`: the tableau's order (reported as ``order``); taken from a solver's
       ``order`` attribute (e.g. ``difflie.solvers.rkmk.RKMK4()``) when not given.

@@ -63,7 +63,7 @@ class LocalCoordinates(eqx.Module):
     **Arguments:**
 
     - `group`: ``"SO3"``, ``"SO3xR3"`` or ``"SE3"`` (or the aliases / classes of
-      :func:`group_name`).
+      ``group_name``).
     - `psi`: ``"exp"`` (canonical coordinates) or ``"cay"`` (Cayley / Rodrigues). The Cayley
       chart is algebraic but covers only rotations below pi per step.
     """
@@ -135,7 +135,7 @@ class LocalCoordinates(eqx.Module):
         return 0.5 * (dr - jnp.cross(x, dr))
 
     def rotation_log(self, dq: Float[Array, "*b 4"]) -> Float[Array, "*b 3"]:
-        """Inverse of :meth:`rotation_increment` (principal branch)."""
+        """Inverse of ``rotation_increment`` (principal branch)."""
         if self.psi == "exp":
             return _ops.qlog(dq)
         return dq[..., 1:] / dq[..., :1]

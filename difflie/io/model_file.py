@@ -13,7 +13,7 @@ Schema (a superset of the public codes' C2 format)::
                  | "fixed", "body_i": id, "body_j": id, ...}, ...]}              (optional)
 
 ``r`` is the COM (= body-frame origin), ``A`` maps body to world (row-major), ``omega`` is the
-body-frame angular velocity. ``f`` strings go through the safe evaluator :mod:`difflie.expr`;
+body-frame angular velocity. ``f`` strings go through the safe evaluator ``difflie.expr``;
 their derivatives come from autodiff and the files' ``f_dot`` / ``f_ddot`` are ignored (some
 are wrong). Mass and inertia missing from the file are given by the caller, per body name.
 
@@ -127,7 +127,7 @@ def _get(entry: Mapping, key: str, path: str):
 
 
 def _expression(value, path: str):
-    """A constant float or an :class:`Expression` of ``t``."""
+    """A constant float or an ``Expression`` of ``t``."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if callable(value):
@@ -234,7 +234,7 @@ def load_model(
 ) -> Model:
     """Load a model file (native JSON, C2 ``.json`` or C1 ``.mdl`` of the
     rA/rp/re paper's public codes), a robot (URDF ``.urdf`` or MJCF ``.xml``, with the keywords
-    of :func:`difflie.io.robot.load_robot`: ``joint_positions``, ``joint_velocities``,
+    of ``difflie.io.robot.load_robot``: ``joint_positions``, ``joint_velocities``,
     ``joint_torques``, ``base_pose``, ...) or a built-in name.
 
     ``mass`` / ``inertia``: per body (mapping by body name, or a sequence in file order); they
@@ -249,7 +249,7 @@ def load_model(
     ``--mass`` / ``--inertia``; the C1/C2 files have none).
 
     Every entry is checked before anything is built: a malformed or unknown key raises a
-    :class:`ModelFileError` naming its JSON path (``$.bodies[1].omgea: unknown key; did you
+    ``ModelFileError`` naming its JSON path (``$.bodies[1].omgea: unknown key; did you
     mean 'omega'?``).
     """
     path = os.fspath(path)

@@ -16,9 +16,9 @@ From the compiled body tree:
   Pinocchio and MuJoCo, a URDF's root link is fixed unless asked) gives a floating base: no
   constraint;
 - URDF ``<dynamics damping>`` and MJCF joint ``damping`` become viscous joint damping, and
-  ``joint_torques`` the actuation (:class:`~difflie.forces.JointForce`);
+  ``joint_torques`` the actuation (``JointForce``);
 - what is not modelled (joint limits, friction, armature, springs, contacts, tendons, equality
-  constraints such as URDF ``mimic``, actuators) is named in one :class:`RobotModelWarning`.
+  constraints such as URDF ``mimic``, actuators) is named in one ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -258,7 +258,7 @@ def load_robot(
     default_mass=None,
     default_inertia=None,
 ) -> Model:
-    """A :class:`~difflie.Model` of the robot in a URDF or MJCF file (see the module docstring).
+    """A ``Model`` of the robot in a URDF or MJCF file (see the module docstring).
 
     ``joint_positions`` / ``joint_velocities``: ``{joint name: value}`` (rad, m; rad/s, m/s),
     the initial state by forward kinematics (others at the file's reference, at rest).
@@ -507,7 +507,7 @@ def load_robot(
 
 
 def _torques(value, joints: list[str], locked: list[str]):
-    """``None``, a callable ``t -> (nj,)``, or a :class:`JointTorques` from ``{name: value}``."""
+    """``None``, a callable ``t -> (nj,)``, or a ``JointTorques`` from ``{name: value}``."""
     if value is None:
         return None
     if callable(value) and not isinstance(value, Mapping):

@@ -1,4 +1,4 @@
-"""The interface every matrix Lie group in :mod:`difflie.lie` implements."""
+"""The interface every matrix Lie group in ``difflie.lie`` implements."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class AbstractLieGroup(eqx.Module):
     @staticmethod
     @abc.abstractmethod
     def dexpinv(xi: Float[Array, "*b d"]) -> Float[Array, "*b d d"]:
-        """Inverse of :meth:`dexp`: ``xi_dot = dexpinv(xi) V``."""
+        """Inverse of ``dexp``: ``xi_dot = dexpinv(xi) V``."""
 
     @staticmethod
     @abc.abstractmethod
@@ -70,7 +70,7 @@ class AbstractLieGroup(eqx.Module):
 
     @abc.abstractmethod
     def log(self) -> Float[Array, "*b d"]:
-        """Inverse of :meth:`exp`, with rotation angle in ``[0, pi]``."""
+        """Inverse of ``exp``, with rotation angle in ``[0, pi]``."""
 
     @abc.abstractmethod
     def compose(self: G, other: G) -> G:
@@ -95,8 +95,8 @@ class AbstractLieGroup(eqx.Module):
     # -- shared ---------------------------------------------------------------------------------
 
     def __matmul__(self, other):
-        """``g @ h`` is the product :meth:`compose`; ``g @ points`` (an array (..., 3)) is
-        :meth:`act`, body coordinates to world coordinates."""
+        """``g @ h`` is the product ``compose``; ``g @ points`` (an array (..., 3)) is
+        ``act``, body coordinates to world coordinates."""
         if isinstance(other, type(self)):
             return self.compose(other)
         if isinstance(other, (jax.Array, np.ndarray)):

@@ -45,7 +45,7 @@ class AbstractPose(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 4 4"]):
-        """From a 4x4 homogeneous transform, checked where concrete (as :meth:`SO3.from_matrix`)."""
+        """From a 4x4 homogeneous transform, checked where concrete (as ``SO3.from_matrix``)."""
         check_transform(m, f"{cls.__name__}.from_matrix")
         m = jnp.asarray(m)
         return cls(m[..., :3, :3], m[..., :3, 3])

@@ -138,7 +138,7 @@ _SO3_EXP_SWITCH = 0.3  # angle below which the exponential's coefficients use th
 
 
 def so3_exp_series(t: Float[Array, "*b"]) -> Array:
-    """Where :func:`so3_exp_coefficients` takes its Taylor series (below angle 0.3; 1 in float32)."""
+    """Where ``so3_exp_coefficients`` takes its Taylor series (below angle 0.3; 1 in float32)."""
     t = jnp.asarray(t)
     return t < _threshold(t, _SO3_EXP_SWITCH) ** 2
 

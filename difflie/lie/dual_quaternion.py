@@ -21,7 +21,7 @@ class UnitDualQuaternion(AbstractLieGroup):
     """``real + eps dual`` with ``dual = (0, r)/2 * real`` (Xu & Halse, §2.4).
 
     The pose is ``x_world = R(real) x_body + r``. Tangents, ``exp``, ``dexp``, ``dexpinv`` and
-    ``adjoint`` are those of :class:`SE3` (translation-first body twists), so
+    ``adjoint`` are those of ``SE3`` (translation-first body twists), so
     ``UnitDualQuaternion.exp(xi)`` is the rigid motion ``SE3.exp(xi)``; ``p`` and ``-p`` are the
     same motion and ``log`` returns the rotation angle in ``[0, pi]`` for both.
     """
@@ -59,7 +59,7 @@ class UnitDualQuaternion(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 4 4"]) -> UnitDualQuaternion:
-        """From a 4x4 homogeneous transform, checked where concrete (as :meth:`SO3.from_matrix`)."""
+        """From a 4x4 homogeneous transform, checked where concrete (as ``SO3.from_matrix``)."""
         check_transform(m, "UnitDualQuaternion.from_matrix")
         m = jnp.asarray(m)
         return cls.from_rotation_translation(m[..., :3, :3], m[..., :3, 3])

@@ -53,7 +53,7 @@ def hat(w: Float[Array, "*b 3"]) -> Float[Array, "*b 3 3"]:
 
 
 def vee(m: Float[Array, "*b 3 3"]) -> Float[Array, "*b 3"]:
-    """Inverse of :func:`hat` (of the skew part of ``m``)."""
+    """Inverse of ``hat`` (of the skew part of ``m``)."""
     return 0.5 * jnp.stack(
         [m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]],
         axis=-1,

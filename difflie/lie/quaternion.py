@@ -13,7 +13,7 @@ from .so3 import SO3
 
 
 class UnitQuaternion(AbstractLieGroup):
-    """Unit quaternion with the tangent conventions of :class:`SO3`.
+    """Unit quaternion with the tangent conventions of ``SO3``.
 
     ``exp(w) = (cos(|w|/2), sin(|w|/2) w/|w|)`` is the rotation by angle ``|w|`` about ``w``
     (the same element as ``SO3.exp(w)``); ``log`` returns the angle in ``[0, pi]`` for both
@@ -40,7 +40,7 @@ class UnitQuaternion(AbstractLieGroup):
 
     @classmethod
     def from_matrix(cls, m: Float[Array, "*b 3 3"]) -> UnitQuaternion:
-        """From a rotation matrix, checked where concrete (as :meth:`SO3.from_matrix`)."""
+        """From a rotation matrix, checked where concrete (as ``SO3.from_matrix``)."""
         check_rotation_matrix(m, "UnitQuaternion.from_matrix")
         return cls(_ops.matrix_to_quat(jnp.asarray(m)))
 
@@ -48,7 +48,7 @@ class UnitQuaternion(AbstractLieGroup):
     def from_wxyz(cls, q: Float[Array, "*b 4"]) -> UnitQuaternion:
         """The checked constructor: ``ValueError`` for a concrete ``q`` whose norm is not 1
         (``UnitQuaternion(q)`` takes any ``q`` as is, and ``log`` of a non-unit one is wrong;
-        :meth:`normalize` projects)."""
+        ``normalize`` projects)."""
         check_unit_quaternion(q, "UnitQuaternion.from_wxyz")
         return cls(jnp.asarray(q))
 

@@ -4,7 +4,7 @@ Every body is a rod of length ``length`` and mass ``mass`` along its body x axis
 frame at its centre of mass (square section of side ``width``: ``J = diag(m w^2/6, m (w^2 +
 l^2)/12, m (w^2 + l^2)/12)``). All start at rest in the horizontal plane ``z = 0`` and fall
 under gravity ``-9.81 e_z``; the joints are index-3 position constraints
-(:mod:`difflie.constraints`). They test how the implicit solvers scale with the number of
+(``difflie.constraints``). They test how the implicit solvers scale with the number of
 bodies (``benchmarks/scaling.py``).
 """
 

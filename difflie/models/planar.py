@@ -7,7 +7,7 @@ and the paper's §4.2. Every body frame sits at the centre of mass. Physical par
 keyword arguments that may be traced (``jax.grad`` / ``jax.vmap`` over them work).
 
 The four-link and slider-crank drivers are written as rank-safe angle rows
-(:func:`difflie.constraints.angle`): the DP1 drivers ``cos(theta(t))`` of the paper's public codes
+(``difflie.constraints.angle``): the DP1 drivers ``cos(theta(t))`` of the paper's public codes
 (C1/C2) lose rank at ``theta = 0, pi`` and the codes swap in an "alternate" DP1 there; the angle row ``(a.c) cos
 theta - (a.b) sin theta`` combines the primary DP1 (``a.b = cos theta``) and the alternate one
 (``a.c = sin theta``) and never does. ``driver="dp1"`` gives the plain DP1 driver, ``driver="swap"`` the codes' switch.
@@ -137,7 +137,7 @@ def four_link(
     revolute to ground about global y at (-4, -8.5, 0). The inertias are those of the paper's
     public codes (singular, and violating the triangle inequality; they only affect the
     multipliers of this zero-DOF model). The initial pose is the file's, which violates the constraints by 8.7e-3: solvers
-    and :func:`difflie.kinematics.kinematics` assemble it at ``t0``. The rotor's initial
+    and ``difflie.kinematics.kinematics`` assemble it at ``t0``. The rotor's initial
     angular velocity is the driven one, ``(0, 0, rate)``.
     """
     R = [

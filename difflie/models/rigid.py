@@ -1,7 +1,7 @@
 """Built-in single rigid-body models: heavy top, torque-free body, rotor on flexible supports.
 
 Every physical parameter is a keyword argument that may be a traced array, so
-``jax.grad``/``jax.vmap`` over parameters work through :func:`difflie.simulate`.
+``jax.grad``/``jax.vmap`` over parameters work through ``difflie.simulate``.
 """
 
 from __future__ import annotations

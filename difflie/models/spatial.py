@@ -3,7 +3,7 @@ joint, IFToMM slider-crank, PD-controlled Puma 560.
 
 Every body frame sits at the body's centre of mass (``com = 0``), so the bodies' COM positions
 and rotations are the absolute coordinates and the joints are index-3 position constraints
-(:mod:`difflie.constraints`). Physical parameters are keyword arguments that may be traced.
+(``difflie.constraints``). Physical parameters are keyword arguments that may be traced.
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ class JointPD(AbstractForce):
     Joint ``k`` turns ``child[k]`` relative to ``parent[k]`` (-1: ground) about the parent's
     DH axis ``z``; with standard DH, ``R_parent^T R_child = Rz(q) Rx(alpha)``. The torque
     ``P (q_ref - q) + D (q_dot_ref - q_dot)`` acts on the child and its reaction on the parent;
-    the angle error is wrapped to ``(-pi, pi]``. The set point follows :func:`bang_bang`.
+    the angle error is wrapped to ``(-pi, pi]``. The set point follows ``bang_bang``.
     """
 
     parent: tuple[int, ...] = eqx.field(static=True)
@@ -317,7 +317,7 @@ def puma560(
       raise ``I_xx`` to 0.0735 (the smallest round value that makes it physical);
     - PD gains are Exudyn's "assumed" values (stiffness, damping above), acting as torsional
       spring-dampers whose set points follow a constant-acceleration profile
-      (:func:`bang_bang`) from ``q_init`` (45) to ``q_goal`` (45) in ``duration`` = 1 s
+      (``bang_bang``) from ``q_init`` (45) to ``q_goal`` (45) in ``duration`` = 1 s
       (the paper's profile durations are unknown); no gravity compensation.
 
     The robot starts at rest at ``q_init``.

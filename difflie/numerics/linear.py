@@ -8,7 +8,7 @@ kernels on CPU) at every solve, i.e. at every Newton iteration. A singular matri
 non-finite solutions, which the Newton iterations report as a failure.
 
 Block-tridiagonal matrices (the multibody iteration matrix ordered by levels,
-:mod:`difflie.numerics.sparsity`), with diagonal blocks ``D_k``, lower ``L_k`` (block row ``k``,
+``difflie.numerics.sparsity``), with diagonal blocks ``D_k``, lower ``L_k`` (block row ``k``,
 column ``k-1``) and upper ``U_k`` (row ``k``, column ``k+1``): block Gaussian elimination,
 
     S_0 = D_0,   S_k = D_k - L_k X_{k-1},   X_k = S_k^{-1} U_k,
@@ -37,7 +37,7 @@ def factor(mat: Float[Array, "n n"]) -> Factors:
 
 
 def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"]:
-    """``A^{-1} b`` from :func:`factor`'s result."""
+    """``A^{-1} b`` from ``factor``'s result."""
     lu, p = factors
     pb = jnp.sum(p * b[None, :], axis=1)  # broadcast-and-sum: fuses, unlike a small dot on CPU
     y = jax.lax.linalg.triangular_solve(lu, pb[:, None], left_side=True, lower=True, unit_diagonal=True)
@@ -45,7 +45,7 @@ def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"
 
 
 def inverse(factors: Factors) -> Float[Array, "n n"]:
-    """``A^{-1}`` from :func:`factor`'s result: for a matrix kept over many solves, where one
+    """``A^{-1}`` from ``factor``'s result: for a matrix kept over many solves, where one
     matrix-vector product is cheaper than two triangular solves."""
     lu, p = factors
     y = jax.lax.linalg.triangular_solve(lu, p, left_side=True, lower=True, unit_diagonal=True)
@@ -98,7 +98,7 @@ def factor_blocks(m: Blocks) -> BlockFactors:
 
 
 def solve_blocks(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:
-    """``x`` with ``A x = b`` from :func:`factor_blocks`' result."""
+    """``x`` with ``A x = b`` from ``factor_blocks``' result."""
     if b.shape[0] == 1:
         return (f.inverses[0] @ b[0])[None]
 

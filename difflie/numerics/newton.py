@@ -5,9 +5,9 @@ Solves ``F(x) = 0`` for a pytree ``x`` by
     x_{k+1} = retract(x_k, J^{-1} F(x_k))        (default ``x_k - J^{-1} F(x_k)``),
 
 where the iteration matrix ``J = dF/dx`` (or a caller's operator: a least-norm solve for
-assembly) is built and factored by a *linear system* given to :func:`newton_iterate`: dense
+assembly) is built and factored by a *linear system* given to ``newton_iterate``: dense
 (``jax.jacfwd``, one leaf of ``x`` at a time), by blocks along a mechanism's topology
-(:mod:`difflie.numerics.sparsity`), or from a closed-form Jacobian. What varies between the
+(``difflie.numerics.sparsity``), or from a closed-form Jacobian. What varies between the
 callers is a policy, not a loop:
 
 - **full** Newton builds ``J`` at every iterate; **modified** (chord) Newton keeps it, within a
@@ -21,10 +21,10 @@ callers is a policy, not a loop:
 - the stopping **test** is on the correction, ``||delta|| < tol + rtol ||x||``, or on the
   residual, ``||F(x_{k+1})|| <= tol``; a caller may add its own (``converged``).
 
-:func:`newton_iterate` runs without derivatives. :func:`implicit_derivatives` attaches them to
+``newton_iterate`` runs without derivatives. ``implicit_derivatives`` attaches them to
 the root by the implicit-function theorem: with ``x*(p)`` defined by ``F(x*, p) = 0``,
 ``dx*/dp = -J^{-1} dF/dp`` (``jax.lax.custom_root``), so differentiating a solve costs one
-extra linear solve, whatever the number of iterations. :func:`newton_solve` is the two together.
+extra linear solve, whatever the number of iterations. ``newton_solve`` is the two together.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class KeptMatrix(eqx.Module):
 
 
 class NewtonResult(eqx.Module):
-    """What :func:`newton_iterate` returns.
+    """What ``newton_iterate`` returns.
 
     ``value``: the last iterate; ``num_steps``: iterations of the last attempt (``iterations``:
     of all attempts); ``converged``; ``diverged`` (failed, with a last iterate not finite or
@@ -145,9 +145,9 @@ def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> 
 
 
 def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jacobian=None):
-    """``(value_and_factors, solve)`` of ``dF/dx`` for :func:`newton_iterate`: dense by
-    :func:`value_and_jacobian`, from a closed-form ``jacobian(x)`` (a matrix over the flat
-    ``x``), or by blocks of a :class:`difflie.numerics.sparsity.Sparsity` ``structure`` of
+    """``(value_and_factors, solve)`` of ``dF/dx`` for ``newton_iterate``: dense by
+    ``value_and_jacobian``, from a closed-form ``jacobian(x)`` (a matrix over the flat
+    ``x``), or by blocks of a ``difflie.numerics.sparsity.Sparsity`` ``structure`` of
     ``x``'s flat leaves. ``fn`` maps ``x`` to a flat residual."""
     if structure is not None:
         treedef = jax.tree_util.tree_structure(x0)
@@ -183,7 +183,7 @@ def newton_iterate(
     """Newton's iteration on ``fn(x) = 0`` from ``x0`` (no derivatives; see the module docstring).
 
     ``system = (value_and_factors, solve)``: ``value_and_factors(x) -> (F(x), factors)`` and
-    ``solve(factors, F) -> delta`` (:func:`linear_system`). ``fn`` returns the flat residual,
+    ``solve(factors, F) -> delta`` (``linear_system``). ``fn`` returns the flat residual,
     or ``(F, aux)`` with ``has_aux``. ``converged(x, delta, F, aux)`` replaces the default test
     (``F``, ``aux`` are ``None`` under the correction test). ``floor = (weights, tol)``: a second
     correction test, met when ``||weights * delta|| < tol`` (a correction below the rounding of
@@ -338,7 +338,7 @@ def newton_iterate(
 def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any, structure=None) -> PyTree:
     """``root`` (a root of ``fn(., args)`` found without derivatives) with the derivatives of the
     root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp``; no cost in a forward run.
-    ``structure`` (a :class:`difflie.numerics.sparsity.Sparsity`): solve with ``J`` by blocks
+    ``structure`` (a ``difflie.numerics.sparsity.Sparsity``): solve with ``J`` by blocks
     instead of densely."""
     flat, unravel = ravel_pytree(jax.lax.stop_gradient(root))
 
@@ -360,12 +360,12 @@ def newton_solve(
     jacobian: Callable[[PyTree], Array] | None = None,
     admissible: Callable[[PyTree], Bool[Array, ""]] | None = None,
 ) -> NewtonSolution:
-    """Solve ``fn(x, args) = 0`` from ``x0`` by :func:`newton_iterate`; differentiable in
+    """Solve ``fn(x, args) = 0`` from ``x0`` by ``newton_iterate``; differentiable in
     ``args`` (and in ``x0``'s closure) by the implicit-function theorem.
 
     ``fn`` maps a pytree to a pytree of the same total size (flattened internally).
-    ``floor``: as in :func:`newton_iterate`. ``structure`` (a
-    :class:`difflie.numerics.sparsity.Sparsity` of ``x``'s flat leaves) or ``jacobian`` (a
+    ``floor``: as in ``newton_iterate``. ``structure`` (a
+    ``difflie.numerics.sparsity.Sparsity`` of ``x``'s flat leaves) or ``jacobian`` (a
     closed form over the flat ``x``): how the iteration matrix is built (default: dense by
     autodiff). ``admissible``: iterates outside it fail with ``RESULTS.no_solution``.
     """

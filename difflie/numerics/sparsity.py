@@ -13,7 +13,7 @@ George & Liu 1981). A body acts only on bodies of its own and the adjacent level
 constraint row between two levels is carried by the body of the later one, so the matrix in
 this order is block tridiagonal. Consecutive levels are merged into blocks of up to
 ``block_size`` unknowns (one block: the dense matrix). With ``K`` blocks of size ``B`` the
-factorisation (:func:`difflie.numerics.linear.factor_blocks`) costs ``O(K B^3)``: linear in the
+factorisation (``difflie.numerics.linear.factor_blocks``) costs ``O(K B^3)``: linear in the
 number of bodies for chains and trees of bounded width; loop closures widen the levels only.
 
 **Compression** (Curtis, Powell & Reid 1974). Unknowns whose bodies are three or more couplings
@@ -23,7 +23,7 @@ unknowns, and the Jacobian costs ``colours x (unknowns per body)`` derivative pa
 one per unknown.
 
 The structure is built with NumPy when a step is traced, from the static topology of the model
-(:meth:`difflie.Model.coupling`, :attr:`difflie.Model.row_bodies`).
+(``difflie.Model.coupling``, ``difflie.Model.row_bodies``).
 
 **Why this method** (measured: ``benchmarks/RESULTS.md``, Scaling). A dense ``jacfwd`` and LU
 cost ``O(n^3)``: 36 ms for the matrix of a 64-body chain against 0.6 ms here. JAX has no

@@ -1,12 +1,12 @@
 """Time integrators: explicit RKMK methods and the implicit ones beside them.
 
-Every solver reads a :class:`difflie.Model` through the same interface (initial state, Newton-Euler
+Every solver reads a ``difflie.Model`` through the same interface (initial state, Newton-Euler
 rows, constraint rows with pinned points) and shares one vocabulary of options:
 
 - ``max_iterations``: Newton iterations per step before ``RESULTS.newton_failed``
   (``BackwardEuler``, ``GeneralizedAlpha``, ``LGTGeneralizedAlpha``, ``DQVI``,
-  ``SO3xR3Variational``; also :func:`difflie.kinematics.assemble`). ``max_steps`` is only ever
-  the number of time steps of :func:`difflie.simulate`.
+  ``SO3xR3Variational``; also ``difflie.kinematics.assemble``). ``max_steps`` is only ever
+  the number of time steps of ``difflie.simulate``.
 - ``newton="modified"`` (an iteration matrix kept over iterations, and across steps where the
   solver says so) or ``"full"`` (a fresh one every iteration).
 - ``rtol``, ``atol`` (and ``tol`` for ``BackwardEuler``'s correction norm): ``None`` picks
@@ -15,12 +15,12 @@ rows, constraint rows with pinned points) and shares one vocabulary of options:
 - ``rho_inf``: spectral radius at infinity, in ``[0, 1)`` for the index-3 ``GeneralizedAlpha``
   and ``[0, 1]`` for the ODE solver ``LGTGeneralizedAlpha``.
 - Coordinates are the solver's choice, each under one name: ``velocity`` for the explicit RKMK
-  solvers (``"so3xr3"``, ``"se3"``, ``"ulvc"``: :mod:`difflie.eom`), ``formulation`` for the
+  solvers (``"so3xr3"``, ``"se3"``, ``"ulvc"``: ``difflie.eom``), ``formulation`` for the
   configuration of ``BackwardEuler`` (``"rA"``, ``"rp"``, ``"re"``), and a chart for the LGT
-  solvers (:meth:`difflie.coords.AbsoluteModel.from_model`).
+  solvers (``difflie.coords.AbsoluteModel.from_model``).
 
 All Newton iterations (implicit steps, kinematic analysis, assembly) are one loop,
-:func:`difflie.numerics.newton.newton_iterate`, with derivatives by the implicit-function theorem.
+``difflie.numerics.newton.newton_iterate``, with derivatives by the implicit-function theorem.
 
 A solver that cannot take a model raises ``ValueError`` naming why before anything runs.
 """

@@ -11,7 +11,7 @@ rates ``v = (r_dot, rot_rate)`` and the unknowns ``x = (a, lambda)`` of a step `
 
 where ``E`` are the Newton-Euler rows projected on the rates and ``Psi`` the model's constraint
 rows, pinned points included, plus the normalisation rows for rp (both from
-:mod:`difflie.dae`, as every implicit solver reads them). The residual is written once; the
+``difflie.dae``, as every implicit solver reads them). The residual is written once; the
 Newton matrix is its ``jax.jacfwd`` (no hand-derived stiffness); the constraint rows carry the
 paper's ``1/h^2`` scaling so the matrix is O(1). Newton stops when ``||delta||_2 < tol`` with
 ``tol = tol_constant / h^2`` by default (the paper's ``Theta h^2 = 1e-11``), or when the
@@ -19,9 +19,9 @@ correction, measured as the position change it makes, is at the positions' round
 test in float32; in float64 it decides only for large mechanisms,
 ``BackwardEuler._stopping_test``); reaching
 ``max_iterations`` is reported as ``RESULTS.newton_failed``. Gradients of a step come from the
-implicit-function theorem (:func:`difflie.numerics.newton.newton_solve`).
+implicit-function theorem (``difflie.numerics.newton.newton_solve``).
 
-``init`` starts from :func:`difflie.dae.consistent_state`: the configuration assembled, the
+``init`` starts from ``difflie.dae.consistent_state``: the configuration assembled, the
 velocities projected, consistent accelerations and multipliers.
 """
 
@@ -89,7 +89,7 @@ class BackwardEuler(AbstractSolver):
     ``newton="modified"`` factors the iteration matrix once per step (the paper's codes),
     ``"full"`` re-evaluates it every iteration. ``extrapolation``:
     degree of the polynomial through the last steps' accelerations and multipliers that starts
-    Newton (:mod:`difflie.solvers.predictor`); ``0`` starts from the last values, as the paper's
+    Newton (``difflie.solvers.predictor``); ``0`` starts from the last values, as the paper's
     codes do. ``matrix_reuse``: modified Newton keeps one iteration matrix (its factors) for
     up to this many steps; ``1`` builds a new one every step, as the paper's codes. It is rebuilt
     sooner after a step that needed more than two iterations, when the step size or (re) the
@@ -98,7 +98,7 @@ class BackwardEuler(AbstractSolver):
     function theorem) use the exact Jacobian at the solution, not the kept matrix.
     ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology, built
     from compressed derivatives and factored as block-tridiagonal with blocks of up to this many
-    unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix. The default keeps
+    unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The default keeps
     one level (a body and its joint's rows) per block: larger blocks were slower on chains,
     trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
@@ -131,7 +131,7 @@ class BackwardEuler(AbstractSolver):
 
     def structure(self, model) -> sparsity.Sparsity:
         """The iteration matrix's blocks: unknowns ``[a (all r, all rot), lambda]``
-        (:func:`difflie.constraints.jacobians.structure`)."""
+        (``difflie.constraints.jacobians.structure``)."""
         return jac.structure(model, self.form, self.block_size)
 
     def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, tuple[Array, Array]]:

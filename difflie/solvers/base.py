@@ -28,7 +28,7 @@ class StepStats(eqx.Module):
 
 
 class AbstractSolver(eqx.Module):
-    """A one-step method ``y(t0) -> y(t1)`` for a :class:`difflie.Model`."""
+    """A one-step method ``y(t0) -> y(t1)`` for a ``difflie.Model``."""
 
     order: ClassVar[int]
     # True when ``step`` returns an error estimate usable by an adaptive controller.
@@ -36,7 +36,7 @@ class AbstractSolver(eqx.Module):
 
     def check_model(self, model: Any) -> None:
         """Raise ``ValueError`` naming why, if this solver cannot take ``model``; called by
-        :func:`difflie.simulate` (and the command line) before anything is compiled."""
+        ``difflie.simulate`` (and the command line) before anything is compiled."""
 
     @abc.abstractmethod
     def init(self, model: Any, t0: Float[Array, ""], dt0: Float[Array, ""]) -> tuple[PyTree, PyTree]:

@@ -10,16 +10,16 @@ A step solves for the Lie-algebra increment ``dq = (dx, dpsi)`` per body and the
     (1 - alpha_m) a1 + alpha_m a0 = (1 - alpha_f) vdot1 + alpha_f vdot0,
     M vdot1 - g(x1, R1, v1, t1) + B(x1, R1)^T lambda1 = 0,   Phi(t1, x1, R1) = 0,
 
-with ``M vdot - g`` the Newton-Euler rows of :meth:`difflie.Model.newton_euler`, ``Phi`` the
-model's constraint rows (:meth:`difflie.Model.constraint_residual`, pinned points included) and
+with ``M vdot - g`` the Newton-Euler rows of ``difflie.Model.newton_euler``, ``Phi`` the
+model's constraint rows (``difflie.Model.constraint_residual``, pinned points included) and
 ``B`` their right-trivialised Jacobian. The initial state is the consistent one of
-:func:`difflie.dae.consistent_state` in rotation-matrix coordinates (rA), whose rates are this
+``difflie.dae.consistent_state`` in rotation-matrix coordinates (rA), whose rates are this
 solver's velocities. The dynamic rows are scaled by ``s = beta h^2`` and the multipliers by ``1/s``
 (Bottasso), so the iteration matrix ``dF/d(dq, s lambda)`` — taken by ``jax.jacfwd`` of the one
 residual, so it contains ``T_exp``, the tangent stiffness and the constraint Hessian exactly — is
 O(1) for every ``h``; it is built and factored by blocks along the mechanism's topology
-(:mod:`difflie.numerics.sparsity`). Gradients of a step come from the implicit-function theorem
-(:func:`difflie.numerics.newton.implicit_derivatives`), never from the Newton iterations.
+(``difflie.numerics.sparsity``). Gradients of a step come from the implicit-function theorem
+(``difflie.numerics.newton.implicit_derivatives``), never from the Newton iterations.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def alpha_coefficients(rho_inf: float | Array) -> tuple[Any, Any, Any, Any]:
 
 
 # The time discretisation, written once for this solver and the LGT variant
-# (:class:`difflie.coords.LGTGeneralizedAlpha`): with ``a`` the algorithmic acceleration,
+# (``difflie.coords.LGTGeneralizedAlpha``): with ``a`` the algorithmic acceleration,
 #     dq = h v0 + h^2 (1/2 - beta) a0 + h^2 beta a1,   v1 = v0 + h (1 - gamma) a0 + h gamma a1,
 #     (1 - alpha_m) a1 + alpha_m a0 = (1 - alpha_f) vdot1 + alpha_f vdot0.
 
@@ -92,7 +92,7 @@ class GeneralizedAlphaState(eqx.Module):
 
 
 class IterationMatrix(eqx.Module):
-    """Factors of the (scaled) iteration matrix (:func:`difflie.numerics.linear.factor_blocks`),
+    """Factors of the (scaled) iteration matrix (``difflie.numerics.linear.factor_blocks``),
     kept across steps by modified Newton."""
 
     factors: linear.BlockFactors
@@ -163,11 +163,11 @@ class GeneralizedAlpha(AbstractSolver):
       ``RESULTS.newton_failed``.
     - ``scaling``: Bottasso scaling of the iteration matrix (on by default).
     - ``extrapolation``: Newton starts from ``vdot1`` and ``lambda1`` extrapolated by a
-      polynomial of this degree through the last steps' (:mod:`difflie.solvers.predictor`);
+      polynomial of this degree through the last steps' (``difflie.solvers.predictor``);
       ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (Arnold & Brüls 2007).
     - ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology,
       built from compressed derivatives and factored as block-tridiagonal with blocks of up to
-      this many unknowns (:mod:`difflie.numerics.sparsity`); ``None``: one dense matrix. The
+      this many unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The
       default keeps one level (a body and its joint's rows) per block: larger blocks were
       slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
@@ -214,7 +214,7 @@ class GeneralizedAlpha(AbstractSolver):
 
     # ---------------------------------------------------------------------------------------
     def init(self, model, t0, dt0):
-        """The consistent initial state (:func:`difflie.dae.consistent_state`, rA), ``a0 = vdot0``."""
+        """The consistent initial state (``difflie.dae.consistent_state``, rA), ``a0 = vdot0``."""
         del dt0
         form = get_formulation("rA")
         x, R, u, w, acc, lam = dae.consistent_state(model, form, t0, self.block_size)
@@ -270,7 +270,7 @@ class GeneralizedAlpha(AbstractSolver):
         return fn, unpack, x_pred, s
 
     def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h, st: sparsity.Sparsity):
-        """Full or modified Newton (:func:`difflie.numerics.newton.newton_iterate`) on ``fn``
+        """Full or modified Newton (``difflie.numerics.newton.newton_iterate``) on ``fn``
         (of the parts of ``x``); ``(x, iterations, converged, max |F(x)|, cache)``.
 
         The first ``n_dyn`` entries of ``F`` are the scaled dynamic rows, the rest the

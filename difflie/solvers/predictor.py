@@ -1,6 +1,6 @@
 """Starting guesses for the Newton iterations of implicit steps: polynomial extrapolation.
 
-A :class:`History` keeps the last ``order + 1`` solutions ``x_i`` of a step (e.g. accelerations
+A ``History`` keeps the last ``order + 1`` solutions ``x_i`` of a step (e.g. accelerations
 and multipliers) and their times ``t_i``, newest first. The guess for the next step is the
 value at ``t`` of the interpolation polynomial through the ``k + 1`` newest points,
 

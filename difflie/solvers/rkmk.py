@@ -5,7 +5,7 @@ On a step ``[t0, t0 + h]`` the pose is ``g(t) = g0 exp(q(t))`` with ``q(t0) = 0`
     q' = dexpinv(q) xi(g, v, t),   v' = a(g, v, t),
 
 where ``xi`` is the group velocity (``g' = g hat(xi)``) and ``a`` the acceleration of the
-velocity coordinates (:func:`difflie.eom.vector_field`). Stage ``i`` sits at
+velocity coordinates (``difflie.eom.vector_field``). Stage ``i`` sits at
 ``q_i = h sum_j a_ij kq_j``, ``g_i = g0 exp(q_i)``, ``v_i = v0 + h sum_j a_ij kv_j`` with
 ``kq_i = dexpinv(q_i) xi_i`` and ``kv_i = a_i``; then ``g1 = g0 exp(h sum b_i kq_i)`` and
 ``v1 = v0 + h sum b_i kv_i`` (Holzinger, Arnold & Gerstmayr 2024, Algorithm 3). ``dexpinv(q) = I + ad_q/2 + ad_q^2/12 - ...``;
@@ -43,7 +43,7 @@ def _increment_scalars(t2: Array):
     ``t^2 = |w|^2``.
 
     ``a = sin t / t`` and ``b = (1 - cos t) / t^2`` are the group exponential's
-    (:func:`difflie.lie.coefficients.so3_exp_coefficients`, series below its threshold),
+    (``difflie.lie.coefficients.so3_exp_coefficients``, series below its threshold),
     ``phi = (t/2) cot(t/2) = a / (2 b)`` and ``k2 = (1 - phi) / t^2``, by its series below
     ``t^2 < 1`` (``1 - phi`` cancels). ``1/t^2`` is taken of a safe ``t^2`` on the series branch.
     """
@@ -68,7 +68,7 @@ def _exp_parts(w: Array, t2: Array, a: Array, b: Array) -> tuple[Array, Array, A
 def _so3_increment(w: Array) -> tuple[Array, Array]:
     """``exp(hat(w)) = I + a W + b W^2`` and the ``dexpinv`` coefficient ``k2(|w|)``.
 
-    Same values as :meth:`difflie.lie.SO3.exp` and its ``dexpinv``, from one ``sin``/``cos`` in
+    Same values as ``difflie.lie.SO3.exp`` and its ``dexpinv``, from one ``sin``/``cos`` in
     a few fused element-wise kernels (the RKMK stage loop is dominated by kernel count on CPU).
     The derivative rule below multiplies by precomputed scalars only: its transpose, in
     reverse mode, has no divisions (each was one more kernel per stage).
@@ -106,7 +106,7 @@ def _so3_increment_jvp(primals, tangents):
 class AbstractRKMK(AbstractSolver):
     """Generic explicit RKMK stepper; subclasses fix the tableau.
 
-    ``velocity``: the velocity coordinates and group (:mod:`difflie.eom`): ``"so3xr3"`` (world
+    ``velocity``: the velocity coordinates and group (``difflie.eom``): ``"so3xr3"`` (world
     velocity of the body-frame origin and body angular velocity, on SO(3)xR3), ``"se3"`` (the
     body twist, on SE(3)) or ``"ulvc"`` (the unified local velocity coordinates of Holzinger,
     Gerstmayr & Schöberl, on SE(3), with the model's ``ulvc_lengths``).
@@ -148,7 +148,7 @@ class AbstractRKMK(AbstractSolver):
 
     @staticmethod
     def _update(G, g0, q: Array):
-        """``(g0 exp(q), k2)``; SO(3)xR3 through :func:`_so3_increment` (k2 reused by dexpinv)."""
+        """``(g0 exp(q), k2)``; SO(3)xR3 through ``_so3_increment`` (k2 reused by dexpinv)."""
         if G is SO3xR3:
             E, k2 = _so3_increment(q[..., 3:])
             R = jnp.sum(g0.rotation[..., :, :, None] * E[..., None, :, :], axis=-2)

@@ -17,7 +17,7 @@ class ButcherTableau(eqx.Module):
     ``fsal`` (first same as last) is detected, not declared: the last stage is evaluated at the
     step's end point (``c_s = 1``, last row of ``a`` equal to ``b``, ``b_s = 0``), so it is the
     next step's first stage. The one tableau class of difflie: the RKMK solvers and
-    :class:`difflie.coords.LGTRungeKutta` both take it (:meth:`convert` reads a ``diffrax``
+    ``difflie.coords.LGTRungeKutta`` both take it (``convert`` reads a ``diffrax``
     tableau or a solver holding one).
     """
 

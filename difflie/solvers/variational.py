@@ -1,8 +1,8 @@
 """Variational integrators for one rigid body: DQVI on unit dual quaternions and its SO(3)xR3
 counterpart (Xu & Halse, with the corrections noted below).
 
-Both work on a single rigid body described by a :class:`FreeBody` (spatial inertia about an
-arbitrary body reference point, potential, external wrench); a :class:`difflie.model.Model`
+Both work on a single rigid body described by a ``FreeBody`` (spatial inertia about an
+arbitrary body reference point, potential, external wrench); a ``difflie.model.Model``
 with one unconstrained body is converted into one. All 6-vectors are translation first:
 twists ``chi = (v, omega)`` (body velocity of the reference point, body angular velocity),
 momenta ``mu = M chi = (p_B, h_B)`` and wrenches ``tau = (force_B, torque_B)`` with the torque
@@ -231,7 +231,7 @@ def discrete_momentum_map_jacobian(M: Float[Array, "6 6"], x: Float[Array, "6"])
 # --------------------------------------------------------------------------------------------
 
 def _implicit_solve(G, jacobian, target, x0, rtol, max_iterations):
-    """Solve ``G(x) = target`` by Newton (:func:`difflie.numerics.newton.newton_solve`), to
+    """Solve ``G(x) = target`` by Newton (``difflie.numerics.newton.newton_solve``), to
     ``max |G(x) - target| <= rtol max |target|``; differentiable in everything ``G`` and
     ``target`` close over by the implicit-function theorem. An iterate with ``|Phi| >= 1`` (the
     last three entries: outside the chart) or not finite gives ``RESULTS.no_solution``."""
@@ -265,8 +265,8 @@ class _GravityPotential(eqx.Module):
 
 
 class _ModelWrench(eqx.Module):
-    """The force elements of a one-body :class:`difflie.model.Model` (its
-    :meth:`~difflie.model.Model.applied_forces` without gravity, which is the body's potential)
+    """The force elements of a one-body ``difflie.model.Model`` (its
+    ``applied_forces`` without gravity, which is the body's potential)
     as a body wrench about the reference point."""
 
     model: Any  # the one-body Model with zero gravity
@@ -280,7 +280,7 @@ class _ModelWrench(eqx.Module):
 
 
 def as_free_body(model) -> FreeBody:
-    """A :class:`FreeBody` from a one-body model without constraints (or the body itself).
+    """A ``FreeBody`` from a one-body model without constraints (or the body itself).
 
     The reference point is the body-frame origin; a ``fixed_origin`` body is pinned there.
     """
@@ -320,7 +320,7 @@ class VariationalState(eqx.Module):
 
 
 def _rotation_map(J, phi):
-    """Rotational part of :func:`discrete_momentum_map` at ``Psi = 0``: ``(w I + S(Phi)) J Phi``."""
+    """Rotational part of ``discrete_momentum_map`` at ``Psi = 0``: ``(w I + S(Phi)) J Phi``."""
     w = jnp.sqrt(1.0 - jnp.dot(phi, phi))
     z = J @ phi
     return w * z + cross(phi, z)
@@ -368,11 +368,11 @@ class DQVI(_AbstractVariational):
 
     Second order, symplectic, time reversible, conserves the world-frame momentum of a free body
     exactly and keeps the energy error bounded. The state is ``VariationalState(pose, momentum)``
-    with the pose a :class:`~difflie.lie.UnitDualQuaternion` of the body reference frame and
+    with the pose a ``UnitDualQuaternion`` of the body reference frame and
     the Legendre-consistent body momentum ``mu = (p_B, h_B)`` about the reference point.
     Each step solves a 6x6 nonlinear system by Newton (``jacobian="closed_form"`` or
     ``"autodiff"``); a step with no solution (``h |omega| > 1`` for a sphere) reports
-    ``RESULTS.no_solution``. Takes a :class:`FreeBody` or a one-body model without constraints.
+    ``RESULTS.no_solution``. Takes a ``FreeBody`` or a one-body model without constraints.
     """
 
     def init(self, model, t0, dt0):
@@ -446,7 +446,7 @@ class SO3xR3Variational(_AbstractVariational):
     rotation of the unit quaternion ``(w, Phi)`` solving ``(w I + S(Phi)) J Phi = (h/2) Pi_k +
     (h^2/4) torque_k`` and ``Pi_{k+1} = (2/h)(w I - S(Phi)) J Phi + (h/2) torque_{k+1}``.
     Translation: Stormer-Verlet (velocity form) for the world centre-of-mass position. The
-    state is ``VariationalState(pose, momentum)`` with ``pose`` an :class:`~difflie.lie.SO3xR3`
+    state is ``VariationalState(pose, momentum)`` with ``pose`` an ``SO3xR3``
     ``(R, x)`` (``x`` the centre of mass, or the pivot when pinned) and ``momentum =
     (p_world, Pi_body)``. Added mass is not supported (translational inertia must be ``m I``).
     """
