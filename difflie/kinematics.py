@@ -107,8 +107,12 @@ def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Spa
     solve in (default ``difflie.constraints.jacobians.saddle_structure``)."""
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
     st = jac.saddle_structure(model, form) if st is None else st
-    qdot = jac.join(rdot, rate)
-    qdot, _ = jac.solve_saddle(model, form, t, r, rot, lambda x: x - qdot, jac.nu(model, form, t, r, rot), st)
+    qdot, nu = jac.join(rdot, rate), jac.nu(model, form, t, r, rot)
+    if st.num_blocks == 1:  # dense: the least-norm correction factors G G^T, smaller than the saddle matrix
+        G = jac.jacobian(model, form, t, r, rot)
+        qdot = qdot - _least_norm(G, G @ qdot - nu)
+    else:
+        qdot, _ = jac.solve_saddle(model, form, t, r, rot, lambda x: x - qdot, nu, st)
     return jac.split(form, qdot, r.shape[0])
 
 

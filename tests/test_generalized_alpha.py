@@ -224,24 +224,30 @@ def test_newton_failure_is_reported(top):
         jax.block_until_ready(simulate(top, solver, 0.0, 0.04, 0.02, throw=True).ts)
 
 
+@jax.jit
+def _final_x(params):
+    mass, spin = params[0], params[1]
+    model = heavy_top_spherical(mass=mass, omega0=jnp.stack([0.0 * spin, spin, -4.61538 + 0.0 * spin]))
+    sol = simulate(model, GeneralizedAlpha(), 0.0, 0.02, 1e-3)
+    return sol.position[-1, 0, 0] + sol.angular_velocity[-1, 0, 0]
+
+
+_P = jnp.array([15.0, 150.0])
+
+
 def test_gradients_implicit_function_theorem():
-    """jax.grad / jax.jacfwd through simulate match central differences (IFT per step)."""
-
-    @jax.jit
-    def final_x(params):
-        mass, spin = params[0], params[1]
-        model = heavy_top_spherical(mass=mass, omega0=jnp.stack([0.0 * spin, spin, -4.61538 + 0.0 * spin]))
-        sol = simulate(model, GeneralizedAlpha(), 0.0, 0.02, 1e-3)
-        return sol.position[-1, 0, 0] + sol.angular_velocity[-1, 0, 0]
-
-    p = jnp.array([15.0, 150.0])
-    g_rev = jax.grad(final_x)(p)
-    g_fwd = jax.jacfwd(final_x)(p)
+    """jax.grad through simulate matches central differences (IFT per step)."""
+    g_rev = jax.grad(_final_x)(_P)
     eps = np.array([1e-4, 1e-3])
-    fd = [(final_x(p.at[i].add(eps[i])) - final_x(p.at[i].add(-eps[i]))) / (2 * eps[i]) for i in range(2)]
+    fd = [(_final_x(_P.at[i].add(eps[i])) - _final_x(_P.at[i].add(-eps[i]))) / (2 * eps[i]) for i in range(2)]
     assert np.all(np.isfinite(np.asarray(g_rev))) and np.linalg.norm(np.asarray(g_rev)) > 0
-    np.testing.assert_allclose(g_rev, g_fwd, rtol=1e-10)
     np.testing.assert_allclose(g_rev, np.asarray(fd), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_forward_and_reverse_gradients_agree():
+    """jax.jacfwd and jax.grad through the same implicit steps agree to rounding."""
+    np.testing.assert_allclose(jax.grad(_final_x)(_P), jax.jacfwd(_final_x)(_P), rtol=1e-10)
 
 
 def test_vmap_over_parameters():

@@ -82,7 +82,15 @@ CHECKS = {
 }
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+# The longest notebooks run in the slow set (`pytest -m slow`): their methods are covered by the
+# default run's tests (test_identify; test_conformance and test_mechanisms), and they took 70-95 s
+# each of a suite that must stay within 15 minutes.
+SLOW = {"constrained", "identification"}
+
+
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else []) for p in NOTEBOOKS]
+)
 def test_notebook_runs(path):
     run_notebook(path, CHECKS.get(path.stem, "pass"))
 

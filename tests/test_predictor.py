@@ -57,7 +57,7 @@ def _be(model, formulation, extrapolation, t1=0.3, h=1e-3, reuse=1):
     return np.asarray(sol.position[-1]), int(sol.stats.newton_iterations) / int(sol.stats.steps)
 
 
-@pytest.mark.parametrize("formulation", ["rA", "rp", "re"])
+@pytest.mark.parametrize("formulation", ["rA", pytest.param("rp", marks=pytest.mark.slow), pytest.param("re", marks=pytest.mark.slow)])
 def test_backward_euler_one_iteration_per_step_same_solution(formulation):
     """Driven single pendulum: the paper's start (last values) takes 2 Newton iterations per
     step; the cubic predictor's first correction is already below the tolerance."""
@@ -82,7 +82,7 @@ def test_matrix_reuse_must_be_a_positive_integer():
         dl.BackwardEuler(matrix_reuse=0)
 
 
-@pytest.mark.parametrize("reuse", [10, 10**6])
+@pytest.mark.parametrize("reuse", [pytest.param(10, marks=pytest.mark.slow), 10**6])
 def test_kept_matrix_same_solution(reuse):
     """Slider crank with one iteration matrix for 10 steps, or until a step needs a third
     iteration (10**6): same positions, and still well under the two iterations per step that

@@ -82,6 +82,12 @@ class KeptMatrix(eqx.Module):
     factors: PyTree
     valid: Bool[Array, ""]
 
+    @classmethod
+    def for_step(cls, factors: PyTree, valid: Bool[Array, ""], built_for, h) -> KeptMatrix:
+        """Factors of an implicit step's iteration matrix, which depends on the step size: valid
+        only for a step ``h`` of the size ``built_for`` they were built for (to 1e-6 relative)."""
+        return cls(factors, valid & (jnp.abs(built_for - h) <= 1e-6 * jnp.abs(h)))
+
 
 class NewtonResult(eqx.Module):
     """What ``newton_iterate`` returns.

@@ -193,8 +193,7 @@ class BackwardEuler(AbstractSolver):
         # that does not converge on it is solved again from x0 on a fresh one); derivatives
         # attached once after it by the implicit-function theorem.
         args_ng, x0_ng = no_grad((args, x0))
-        same_h = jnp.abs(state.dt - h) <= 1e-6 * jnp.abs(h)
-        kept = KeptMatrix(state.factors, (state.age < self.matrix_reuse) & same_h)
+        kept = KeptMatrix.for_step(state.factors, state.age < self.matrix_reuse, state.dt, h)
 
         def flat_residual(x):
             return ravel_pytree(residual(x, args_ng))[0]

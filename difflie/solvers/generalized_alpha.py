@@ -297,7 +297,7 @@ class GeneralizedAlpha(AbstractSolver):
 
         kept = None
         if modified and self.reuse_across_steps:
-            kept = KeptMatrix(cache.factors, cache.valid & (jnp.abs(cache.dt - h) <= 1e-6 * jnp.abs(h)))
+            kept = KeptMatrix.for_step(cache.factors, cache.valid, cache.dt, h)
         out = newton_iterate(
             lambda x: fn(_split(x, n_dyn)), x0, (value_and_factors, st.solve), newton,
             has_aux=True, converged=converged, kept=kept,
