@@ -83,9 +83,10 @@ CHECKS = {
 
 
 # The longest notebooks run in the slow set (`pytest -m slow`): their methods are covered by the
-# default run's tests (test_identify; test_conformance and test_mechanisms), and they took 70-95 s
-# each of a suite that must stay within 15 minutes.
-SLOW = {"constrained", "identification"}
+# default run's tests (test_identify; test_conformance and test_mechanisms; test_variational and
+# test_variational_properties), and they took 20-95 s each of a suite that must stay within 15
+# minutes.
+SLOW = {"constrained", "identification", "long_run_energy"}
 
 
 @pytest.mark.parametrize(

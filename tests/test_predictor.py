@@ -68,6 +68,7 @@ def test_backward_euler_one_iteration_per_step_same_solution(formulation):
     np.testing.assert_allclose(pos3, pos0, atol=1e-10)
 
 
+@pytest.mark.slow  # the single pendulum's row above runs by default
 def test_backward_euler_mechanism_same_solution():
     """Slider crank (three bodies, driven): fewer iterations, same positions."""
     model = dl.models.slider_crank()
@@ -95,6 +96,7 @@ def test_kept_matrix_same_solution(reuse):
     assert its <= 1.4, its
 
 
+@pytest.mark.slow  # by default: test_gradients' backward-Euler gradients, which keep matrices too
 def test_kept_matrix_gradient():
     """Double pendulum (free), re: the implicit-function-theorem gradient through kept matrices
     matches finite differences of runs with a fresh matrix every step. (The constraints after
