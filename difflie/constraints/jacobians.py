@@ -105,11 +105,18 @@ def structure(model, form: AbstractFormulation, block_size: int | None) -> spars
     carried by their bodies."""
     nb = model.num_bodies
     bodies = np.arange(nb)
-    rows = model.row_bodies
-    if form.normalization:
-        rows = np.concatenate([rows, np.stack([bodies, bodies], axis=1)])  # a body's own row
+    rows = _row_bodies(model, form)
     own = np.concatenate([np.repeat(bodies, 3), np.repeat(bodies, form.dim)])
     return sparsity.block_structure(nb, model.coupling(), own, rows, (own.shape[0], rows.shape[0]), block_size)
+
+
+def _row_bodies(model, form: AbstractFormulation) -> np.ndarray:
+    """The bodies of each row of ``Psi``: the model's, then rp's normalisation rows, each its
+    body's own."""
+    if not form.normalization:
+        return model.row_bodies
+    bodies = np.arange(model.num_bodies)
+    return np.concatenate([model.row_bodies, np.stack([bodies, bodies], axis=1)])
 
 
 # Saddle-point systems up to this many unknowns are solved densely. The block elimination
@@ -123,8 +130,8 @@ DENSE_SADDLE_LIMIT = 3072
 def saddle_structure(model, form: AbstractFormulation, block_size: int | None = 16) -> sparsity.Sparsity:
     """The structure ``solve_saddle`` is given for a model: one dense block up to
     ``DENSE_SADDLE_LIMIT`` unknowns, else ``structure``."""
-    st = structure(model, form, None)
-    return st if st.n <= DENSE_SADDLE_LIMIT else structure(model, form, block_size)
+    n = num_coordinates(form, model.num_bodies) + _row_bodies(model, form).shape[0]
+    return structure(model, form, None if n <= DENSE_SADDLE_LIMIT else block_size)
 
 
 def solve_saddle(
