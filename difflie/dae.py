@@ -58,12 +58,14 @@ def consistent_state(
     st = jac.saddle_structure(model, form, block_size)
     if model.num_constraints:
         r, rot, _, _ = assemble(model, t0, form, r, rot)
+    # Dense systems share one Jacobian (one program fewer to compile).
+    G = jac.jacobian(model, form, t0, r, rot) if st.num_blocks == 1 else None
     if jac.psi(model, form, t0, r, rot).shape[0]:
-        v, rate = project_velocity(model, t0, form, r, rot, v, rate, st)
+        v, rate = project_velocity(model, t0, form, r, rot, v, rate, st, G)
     gam = jac.gamma(model, form, t0, r, rot, jac.join(v, rate))
 
     def E(a):
         return dynamics_residual(model, form, t0, r, rot, v, rate, a)
 
-    acc, lam = jac.solve_saddle(model, form, t0, r, rot, E, gam, st)
+    acc, lam = jac.solve_saddle(model, form, t0, r, rot, E, gam, st, G)
     return r, rot, v, rate, acc, lam

@@ -102,14 +102,15 @@ def assemble(
     return r, rot, k, jnp.max(jnp.abs(jac.psi(model, form, t, r, rot)))
 
 
-def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Sparsity | None = None):
+def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Sparsity | None = None, G=None):
     """Closest ``(r_dot, rate)`` (Euclidean) with ``G q_dot = nu``; ``st``: the structure to
-    solve in (default ``difflie.constraints.jacobians.saddle_structure``)."""
+    solve in (default ``difflie.constraints.jacobians.saddle_structure``); ``G``: the dense
+    Jacobian at ``(t, r, rot)`` where the caller has it already."""
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
     st = jac.saddle_structure(model, form) if st is None else st
     qdot, nu = jac.join(rdot, rate), jac.nu(model, form, t, r, rot)
     if st.num_blocks == 1:  # dense: the least-norm correction factors G G^T, smaller than the saddle matrix
-        G = jac.jacobian(model, form, t, r, rot)
+        G = jac.jacobian(model, form, t, r, rot) if G is None else G
         qdot = qdot - _least_norm(G, G @ qdot - nu)
     else:
         qdot, _ = jac.solve_saddle(model, form, t, r, rot, lambda x: x - qdot, nu, st)

@@ -136,16 +136,17 @@ def saddle_structure(model, form: AbstractFormulation, block_size: int | None = 
 
 def solve_saddle(
     model, form: AbstractFormulation, t, r, rot, top: Callable[[Array], Array], c: Float[Array, " m"],
-    st: sparsity.Sparsity,
+    st: sparsity.Sparsity, G: Float[Array, "m n"] | None = None,
 ) -> tuple[Float[Array, " n"], Float[Array, " m"]]:  # fmt: skip
     """``(x, lambda)`` with ``top(x) + G^T lambda = 0`` and ``G x = c``, for ``top`` affine in
     ``x``: the saddle-point system ``[[A, G^T], [G, 0]] [x; lambda] = [-top(0); c]``, dense
     when ``st`` is one block, else factored in its blocks with ``G`` and ``G^T`` applied as
-    linear maps (no dense ``G``). ``top(x) = x - b`` gives the point nearest ``b`` on ``G x = c``."""
+    linear maps (no dense ``G``). ``top(x) = x - b`` gives the point nearest ``b`` on ``G x = c``.
+    ``G``: the dense Jacobian at ``(t, r, rot)`` where the caller has it already."""
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
     n = x0.shape[0]
     if st.num_blocks == 1:
-        G = jacobian(model, form, t, r, rot)
+        G = jacobian(model, form, t, r, rot) if G is None else G
         m = G.shape[0]
         kkt = jnp.block([[jax.jacfwd(top)(x0), G.T], [G, jnp.zeros((m, m), r.dtype)]])
         sol = linear.solve(kkt, jnp.concatenate([-top(x0), c]))

@@ -305,23 +305,26 @@ def newton_iterate(
     def cond(c):
         return ~c["done"] & ~c["failed"]
 
-    start = dict(x=x0, k=zero, dnorm=jnp.asarray(jnp.inf, dtype), at_x0=jnp.array(True), updates=zero, reuse=zero)
-    if not keeps:
-        # The first matrix is always built at x0: that iteration runs before the loop, and F(x0)
-        # is the primal of the forward pass that builds the matrix.
-        F0, factors0 = value_and_factors(x0)
-        if residual_test and modified:
-            F_start = F0
-        init = iterate(dict(start, at_start=jnp.array(True)), F0, factors0, True)
-    else:
-        init = dict(
-            start, done=jnp.array(False), failed=jnp.array(False), factors=kept.factors, valid=kept.valid,
-            at_start=jnp.array(False), fresh=jnp.array(False), total=zero,
+    # Every iteration, the first included, runs in the loop: the iteration (a Jacobian pushed
+    # through the residual) is traced and compiled once.
+    no = jnp.array(False)
+    init = dict(x=x0, k=zero, dnorm=jnp.asarray(jnp.inf, dtype), done=no, failed=no)
+    if residual_test:
+        if F_start is None and modified:
+            F_start, aux_start = residual_and_aux(x0)  # the restart's F(x0)
+        if F_start is None:
+            F_start, aux_start = _zeros_like_shape(jax.eval_shape(residual_and_aux, x0))
+        init.update(F=F_start, aux=aux_start)
+    if modified:
+        factors = kept.factors if keeps else _zeros_like_shape(jax.eval_shape(lambda x: value_and_factors(x)[1], x0))
+        init.update(
+            factors=factors, valid=kept.valid if keeps else no, at_x0=jnp.array(True), at_start=jnp.array(not keeps),
+            updates=zero,
         )  # fmt: skip
-        if solver.max_reuse is None:
-            del init["reuse"]
-        if residual_test:
-            init.update(F=F_start, aux=aux_start)
+        if keeps:
+            init.update(fresh=no, total=zero)
+        if solver.max_reuse is not None:
+            init.update(reuse=zero)
     out = jax.lax.while_loop(cond, body, init)
     x = out["x"]
     diverged = ~jnp.all(jnp.isfinite(ravel_pytree(x)[0]))
@@ -339,6 +342,11 @@ def newton_iterate(
         fresh=out["fresh"] if keeps else jnp.array(True),
         updates=out["updates"] if modified else out["k"],
     )
+
+
+def _zeros_like_shape(tree: PyTree) -> PyTree:
+    """Zeros for a tree of ``jax.ShapeDtypeStruct`` (a loop carry's first value)."""
+    return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
 
 
 def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any, structure=None) -> PyTree:
