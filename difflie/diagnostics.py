@@ -6,7 +6,6 @@ bodies) of a ``Solution`` and the model it came from.
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -16,8 +15,10 @@ from .constraints.formulations import get_formulation
 from .dae import dynamics_residual
 from .lie.ops import mv
 from .results import BodyState
+from .xla import eager
 
 
+@eager
 def kinetic_energy(model, states: BodyState) -> Float[Array, " n"]:
     """``sum_i m_i |v_i|^2 / 2 + omega_i . J_i omega_i / 2`` (COM velocity, COM inertia)."""
     m, J = model.bodies.mass, model.bodies.inertia
@@ -25,20 +26,24 @@ def kinetic_energy(model, states: BodyState) -> Float[Array, " n"]:
     return 0.5 * jnp.sum(m * jnp.sum(v * v, -1) + jnp.sum(w * mv(J, w), -1), -1)
 
 
+@eager
 def potential_energy(model, states: BodyState) -> Float[Array, " n"]:
     """Gravitational potential ``-sum_i m_i g . r_i`` (force elements are not included)."""
     return -jnp.sum(model.bodies.mass * (states.position @ model.gravity), -1)
 
 
+@eager
 def energy(model, states: BodyState) -> Float[Array, " n"]:
     """Kinetic plus gravitational potential energy."""
     return kinetic_energy(model, states) + potential_energy(model, states)
 
 
+@eager
 def linear_momentum(model, states: BodyState) -> Float[Array, "n 3"]:
     return jnp.sum(model.bodies.mass[:, None] * states.velocity, -2)
 
 
+@eager
 def angular_momentum(model, states: BodyState, about: Array | None = None) -> Float[Array, "n 3"]:
     """World angular momentum about the point ``about`` (default: the origin)."""
     r = states.position if about is None else states.position - about
@@ -47,6 +52,7 @@ def angular_momentum(model, states: BodyState, about: Array | None = None) -> Fl
     return jnp.sum(spin + orbit, -2)
 
 
+@eager
 def constraint_residual(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Largest absolute position-level constraint residual at each saved time, pinned points
     included (``difflie.Model.constraint_residual``; 0 if none)."""
@@ -57,6 +63,7 @@ def constraint_residual(model, ts: Float[Array, " n"], states: BodyState) -> Flo
     return jnp.max(jnp.abs(res), axis=-1)
 
 
+@eager
 def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Power the constraint forces put into the bodies at each saved state: the drivers' power.
 
@@ -67,11 +74,6 @@ def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Arra
     """
     if model.num_constraints == 0:
         return jnp.zeros_like(ts)
-    return _driver_power(model, ts, states)
-
-
-@eqx.filter_jit
-def _driver_power(model, ts, states):
     form = get_formulation("rA")
 
     st = jac.saddle_structure(model, form)
@@ -90,6 +92,7 @@ def _driver_power(model, ts, states):
     return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)
 
 
+@eager
 def driver_work(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Work of the drivers since the first saved time, ``W(t) = int P dt`` (trapezoidal rule on
     the saved times, ``driver_power``), so that ``E - E0 - W`` is the integrator's energy

@@ -24,6 +24,7 @@ from .constraints.formulations import AbstractFormulation, get_formulation
 from .numerics import linear, sparsity
 from .numerics.newton import Newton, newton_iterate, no_grad
 from .results import RESULTS
+from .xla import eager
 
 
 class KinematicsSolution(eqx.Module):
@@ -56,6 +57,7 @@ def _least_norm(G: Float[Array, "m n"], b: Float[Array, " m"]) -> Float[Array, "
     return G.T @ linear.solve(G @ G.T, b)
 
 
+@eager
 def assemble(
     model, t, formulation: str | AbstractFormulation = "rA", r=None, rot=None, *, tol: float = 1e-12, max_iterations: int = 50
 ):
@@ -102,6 +104,7 @@ def assemble(
     return r, rot, k, jnp.max(jnp.abs(jac.psi(model, form, t, r, rot)))
 
 
+@eager
 def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Sparsity | None = None, G=None):
     """Closest ``(r_dot, rate)`` (Euclidean) with ``G q_dot = nu``; ``st``: the structure to
     solve in (default ``difflie.constraints.jacobians.saddle_structure``); ``G``: the dense
@@ -117,6 +120,7 @@ def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Spa
     return jac.split(form, qdot, r.shape[0])
 
 
+@eager
 def kinematics(
     model,
     ts: Float[Array, " n"],

@@ -63,6 +63,36 @@ def compiler_options() -> dict[str, Any]:
     return accepted
 
 
+def eager(fun: Callable) -> Callable:
+    """``fun`` as one compiled program (``equinox.filter_jit``) when called on concrete
+    arguments, as it is under a trace (``jit``, ``vmap``, ``grad``). Called op by op, a function
+    of a few dozen operations dispatches (and, for each new shape, compiles) every one of them:
+    a group map takes 0.2-12 ms, a constraint Jacobian seconds; compiled, tens of microseconds.
+    For the functions users call between compiled runs (group maps, Jacobians, diagnostics)."""
+    compiled = eqx.filter_jit(fun)
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        if any(isinstance(x, jax.core.Tracer) for x in leaves) or not _hashable(treedef, leaves):
+            return fun(*args, **kwargs)  # traced, or a static argument jit cannot key on
+        return compiled(*args, **kwargs)
+
+    return call
+
+
+def _hashable(treedef, leaves) -> bool:
+    """Whether ``jit`` can key a cache on the static part (tree structure, non-array leaves)."""
+    try:
+        hash(treedef)
+        for x in leaves:
+            if not isinstance(x, (jax.Array, np.ndarray, np.generic)):
+                hash(x)
+    except TypeError:
+        return False
+    return True
+
+
 def jit(fun: Callable, **kwargs: Any) -> Callable:
     """``jax.jit(fun, **kwargs)`` compiled with ``compiler_options`` (merged under any given)."""
     options = {**compiler_options(), **(kwargs.pop("compiler_options", None) or {})}

@@ -251,12 +251,11 @@ def test_no_nan_gradients_at_identity_and_float32():
     def loss(x):
         return jnp.sum(jac.psi_chart(as_model(cs, jnp.zeros((1, 3))), RA(), 0.0, jnp.asarray([[0.5, 0, 0]]), jnp.eye(3)[None], x) ** 2)
 
-    g = jax.grad(loss)(jnp.zeros(6))
-    h = jax.hessian(loss)(jnp.zeros(6))
+    g, h = jax.jit(lambda x: (jax.grad(loss)(x), jax.hessian(loss)(x)))(jnp.zeros(6))  # one program, not op by op
     assert np.all(np.isfinite(g)) and np.all(np.isfinite(h))
     # float32 smoke test in a fresh interpreter with x64 off
     code = (
-        "import jax.numpy as jnp\n"
+        "import jax, jax.numpy as jnp\n"
         "from difflie import constraints as C\n"
         "from difflie.constraints import jacobians as jac\n"
         "from difflie.constraints.formulations import RA\n"
@@ -264,7 +263,7 @@ def test_no_nan_gradients_at_identity_and_float32():
         "r = jnp.asarray([[-0.5, 0.0, 0.0]]); R = jnp.eye(3)[None]\n"
         "from types import SimpleNamespace\n"
         "m = SimpleNamespace(bodies=SimpleNamespace(com=jnp.zeros((1, 3))), constraint_residual=cs.residual)\n"
-        "res = cs.residual(0.0, r, R); G = jac.jacobian(m, RA(), 0.0, r, R)\n"
+        "res, G = jax.jit(lambda r, R: (cs.residual(0.0, r, R), jac.jacobian(m, RA(), 0.0, r, R)))(r, R)\n"
         "assert res.dtype == jnp.float32 and G.dtype == jnp.float32 and float(jnp.abs(res).max()) < 1e-6\n"
         "print('ok')\n"
     )

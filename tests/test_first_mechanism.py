@@ -230,6 +230,20 @@ def test_example_file_is_the_world_frame_model_and_runs_from_the_command_line(tm
     assert float(sol.position[-1, 1, 2]) < -0.41  # the lower box fell
 
 
+def test_consistent_file_loads_without_an_assembly(monkeypatch):
+    """A consistent initial state is kept as it is: no Gauss-Newton program is compiled."""
+    from difflie import kinematics
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("assembled a consistent initial state")
+
+    monkeypatch.setattr(kinematics, "assemble", refuse)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = dl.load_model(EXAMPLE)
+    np.testing.assert_array_equal(np.asarray(model.r0), np.asarray(dl.load_model(EXAMPLE, assemble=False).r0))
+
+
 # -- submodules and trajectory files -------------------------------------------------------------
 
 

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1] / "difflie"
 # Lowest first. A module not listed takes its package's layer; package __init__ files are
 # facades and take the highest layer of what they import.
 LAYERS = [
-    ["lie"],
-    ["results", "numerics", "expr", "xla"],
+    ["lie", "xla"],
+    ["results", "numerics", "expr"],
     ["body", "forces", "constraints", "coords.chart", "coords.local", "coords.euler_angles", "coords.euler_parameters",
      "coords.rotation_matrix", "coords.rotation_vector", "coords.rodrigues", "coords.wiener_milenkovic"],
     ["model"],

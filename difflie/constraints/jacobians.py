@@ -26,9 +26,11 @@ from jaxtyping import Array, Float
 
 from ..lie.ops import mv
 from ..numerics import linear, sparsity
+from ..xla import eager
 from .formulations import AbstractFormulation
 
 
+@eager
 def psi(model, form: AbstractFormulation, t, r, rot) -> Float[Array, " m"]:
     """All position-level rows: ``Phi`` of the model, then the formulation's rows."""
     R = form.rotation(rot)
@@ -67,16 +69,19 @@ def num_coordinates(form: AbstractFormulation, nb: int) -> int:
     return nb * (3 + form.dim)
 
 
+@eager
 def jacobian(model, form, t, r, rot) -> Float[Array, "m n"]:
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
     return jax.jacfwd(lambda x: psi_local(model, form, t, r, rot, x))(x0)
 
 
+@eager
 def nu(model, form, t, r, rot) -> Float[Array, " m"]:
     t = jnp.asarray(t, r.dtype)
     return -jax.jvp(lambda s: psi(model, form, s, r, rot), (t,), (jnp.ones_like(t),))[1]
 
 
+@eager
 def gamma(model, form, t, r, rot, qdot: Float[Array, " n"]) -> Float[Array, " m"]:
     t = jnp.asarray(t, r.dtype)
 

@@ -35,6 +35,7 @@ from typing import Any
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from .. import constraints as C
 from ..body import RigidBody
@@ -51,6 +52,7 @@ _JOINT_FIELDS = {
     "fixed": ("s_bar_i", "s_bar_j"),
 }
 ASSEMBLY_WARN = 1e-6
+_ASSEMBLY_TOL = 1e-12  # the 2-norm of the rows below which the initial configuration is kept
 
 
 class ModelFileError(ValueError):
@@ -421,6 +423,11 @@ def _rigid_bodies(mass, inertia, names) -> RigidBody:
     return RigidBody(jnp.asarray(mass), jnp.asarray(inertia), names=names)
 
 
+def _initial_rows(model: Model, t0) -> Array:
+    """The constraint rows at the model's initial configuration."""
+    return model.constraint_residual(t0, model.r0 - jnp.einsum("bij,bj->bi", model.R0, model.bodies.com), model.R0)
+
+
 def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model") -> Model:
     """Assemble the initial configuration and project the velocities (rA), warning on changes."""
     from ..kinematics import assemble, project_velocity
@@ -428,8 +435,12 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     form = "rA"
     dtype = jnp.result_type(model.r0)
     r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
-    res0 = float(jnp.max(jnp.abs(model.constraint_residual(t0, r0 - jnp.einsum("bij,bj->bi", R0, model.bodies.com), R0))))
-    r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form)
+    phi0 = np.asarray(eqx.filter_jit(_initial_rows)(model, t0))
+    res0 = float(np.max(np.abs(phi0), initial=0.0))
+    if np.linalg.norm(phi0) < _ASSEMBLY_TOL:  # consistent: no Gauss-Newton program to compile
+        r, R, iters, res = r0, R0, 0, res0
+    else:
+        r, R, iters, res = eqx.filter_jit(assemble)(model, jnp.asarray(t0, dtype), form, tol=_ASSEMBLY_TOL)
     if res0 > ASSEMBLY_WARN:
         warnings.warn(
             f"{label}: initial configuration violates the constraints by {res0:.3e}; assembled at "
@@ -438,7 +449,8 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
         )
     if not float(res) < 1e-9:
         raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
-    v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
+    # One compiled program: op by op, the Jacobian's forward-mode pushes cost seconds.
+    v, w = eqx.filter_jit(project_velocity)(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
     dv = float(jnp.max(jnp.abs(jnp.concatenate([(v - model.v0).ravel(), (w - model.omega0).ravel()]))))
     if dv > ASSEMBLY_WARN:
         warnings.warn(f"{label}: initial velocities inconsistent by {dv:.3e}; projected onto the velocity constraints", stacklevel=3)

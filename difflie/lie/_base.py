@@ -12,8 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ..xla import eager
+
 
 G = TypeVar("G", bound="AbstractLieGroup")
+
+# The maps that run as one compiled program when called outside a trace (``difflie.xla.eager``).
+_EAGER = ("exp", "log", "compose", "inverse", "act", "adjoint", "dexp", "dexpinv", "ad", "as_matrix", "as_quaternion")
+
 
 
 class AbstractLieGroup(eqx.Module):
@@ -26,6 +32,15 @@ class AbstractLieGroup(eqx.Module):
 
     tangent_dim: ClassVar[int]
     matrix_dim: ClassVar[int]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in _EAGER:
+            member = cls.__dict__.get(name)
+            if isinstance(member, (classmethod, staticmethod)):
+                setattr(cls, name, type(member)(eager(member.__func__)))
+            elif callable(member) and not getattr(member, "__isabstractmethod__", False):
+                setattr(cls, name, eager(member))
 
     # -- constructors ---------------------------------------------------------------------------
 
@@ -103,6 +118,7 @@ class AbstractLieGroup(eqx.Module):
             return self.act(other)
         return NotImplemented
 
+    @eager
     def interpolate(self: G, other: G, alpha: Float[ArrayLike, "*b"]) -> G:
         """The geodesic ``self exp(alpha log(self^-1 other))``: ``self`` at ``alpha = 0``,
         ``other`` at 1 (slerp for rotations, a screw motion on SE(3), rotation and translation
@@ -125,10 +141,12 @@ class AbstractLieGroup(eqx.Module):
     def batch_shape(self) -> tuple[int, ...]:
         """Leading batch dimensions."""
 
+    @eager
     def rminus(self: G, other: G) -> Float[Array, "*b d"]:
         """``log(other^-1 self)``: the body-frame tangent that takes ``other`` to ``self``."""
         return other.inverse().compose(self).log()
 
+    @eager
     def rplus(self: G, xi: Float[Array, "*b d"]) -> G:
         """``self exp(xi)``: a right (body-frame) increment."""
         return self.compose(type(self).exp(xi))

@@ -1,0 +1,113 @@
+"""Compile time of the built-in models with every solver that takes them: what a new user waits for.
+
+    python benchmarks/compile_times.py [--models heavy-top four-link ...] [--solvers gen-alpha ...]
+                                       [--t1 1.0] [--json rows.jsonl]
+
+Each built-in model of the command line (``python -m difflie list``) with each command-line
+solver that accepts it (``check_model``), with the command line's defaults: its program, the
+whole ``simulate`` over ``[0, t1]`` at h = 1e-3 saving every step (``difflie.xla.jit``, float64),
+is traced, lowered and compiled in a fresh Python process, as a first ``python -m difflie
+simulate`` does without its compilation cache. Columns: trace and lower (Python), compile (XLA),
+their sum, and the run time of the compiled program for comparison. The goal is 3 s or less for
+each; the fresh process is what makes the figure honest (a second compile in one process
+reuses JAX's tracing caches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+GOAL_S = 3.0
+
+
+def measure(model_name: str, solver_name: str, t1: float) -> dict:
+    """One (model, solver) in this process: times of trace+lower, compile and one run."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)
+    import difflie as dl
+    from difflie.__main__ import builtin_models, default_solvers
+
+    model = builtin_models()[model_name]()
+    solver = default_solvers()[solver_name]
+    controller = dl.PIDController(rtol=1e-6, atol=1e-6) if solver_name == "dopri5" else dl.ConstantStepSize()
+    try:
+        solver.check_model(model)
+    except ValueError as e:
+        return dict(model=model_name, solver=solver_name, refused=str(e))
+
+    def go(m):
+        return dl.simulate(m, solver, 0.0, t1, 1e-3, saveat=dl.SaveAt(steps=True), stepsize_controller=controller,
+                           max_steps=100_000, throw=False)  # fmt: skip
+
+    t0 = time.perf_counter()
+    lowered = dl.xla.jit(go).lower(model)
+    t_lower = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    t_compile = time.perf_counter() - t0
+    jax.block_until_ready(compiled(model))
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled(model))
+    t_run = time.perf_counter() - t0
+    return dict(model=model_name, solver=solver_name, bodies=model.num_bodies, lower_s=t_lower, compile_s=t_compile,
+                total_s=t_lower + t_compile, run_s=t_run)  # fmt: skip
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--solvers", nargs="*")
+    parser.add_argument("--t1", type=float, default=1.0)
+    parser.add_argument("--json")
+    parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # a child process: model, solver
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(*args.one, args.t1)))
+        return
+
+    from difflie.__main__ import SOLVERS, builtin_models
+
+    models = args.models or [m for m in builtin_models() if m not in ("chain", "spider", "ladder")]
+    solvers = args.solvers or list(SOLVERS)
+    env = dict(os.environ)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    import jax
+
+    print(f"jax {jax.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, t1 = {args.t1} s\n")
+    print("| model | bodies | solver | trace+lower s | compile s | total s | run s |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    rows = []
+    for m in models:
+        for s in solvers:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", m, s, "--t1", str(args.t1)], capture_output=True, text=True, env=env
+            )  # fmt: skip
+            if out.returncode:
+                print(f"| {m} | | {s} | failed: {out.stderr.strip().splitlines()[-1]} | | | |")
+                continue
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            if "refused" in row:
+                continue
+            rows.append(row)
+            print(f"| {m} | {row['bodies']} | {s} | {row['lower_s']:.2f} | {row['compile_s']:.2f} | "
+                  f"{row['total_s']:.2f} | {row['run_s']:.3f} |", flush=True)  # fmt: skip
+    over = [r for r in rows if r["total_s"] > GOAL_S]
+    totals = sorted(r["total_s"] for r in rows)
+    if totals:
+        print(f"\nmedian {totals[len(totals) // 2]:.1f} s, max {totals[-1]:.1f} s; {len(over)} of {len(rows)} over the "
+              f"{GOAL_S:.0f} s goal")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+if __name__ == "__main__":
+    main()
