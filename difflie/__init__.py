@@ -6,6 +6,24 @@ stays light and ``dl.plot``, ``dl.identify``, ... work without importing them fi
 """
 
 import importlib
+import sys
+
+
+def _interrupted_while_starting(signum, frame):  # noqa: ARG001
+    sys.stderr.write("difflie: interrupted\n")
+    sys.stderr.flush()
+    import os
+
+    os._exit(130)
+
+
+# ``python -m difflie``: a Ctrl-C while JAX is still being imported ends the command with one
+# line and exit status 130, as one during the run does (``difflie.__main__`` takes over from there).
+_argv = getattr(sys, "orig_argv", [])
+if sys.argv[:1] == ["-m"] and "-m" in _argv and _argv[_argv.index("-m") + 1 :][:1] == ["difflie"]:
+    import signal
+
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 from . import (
     constraints as constraints,

@@ -12,12 +12,15 @@ import inspect
 import math
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
 import time
 import warnings
 from pathlib import Path
+
+from . import _interrupted_while_starting
 
 SOLVERS = {
     "rkmk4": "explicit Runge-Kutta-Munthe-Kaas, order 4, fixed step",
@@ -125,6 +128,8 @@ def compile_cache_dir() -> Path:
 
 
 def check_options(args) -> None:
+    if args.adaptive_chunk < 1:
+        raise CliError(f"--adaptive-chunk must be a positive number of steps, got {args.adaptive_chunk}")
     if args.dt is not None and not (args.dt > 0 and math.isfinite(args.dt)):
         raise CliError(f"--dt must be a positive finite number, got {args.dt}")
     if not (args.t1 > 0 and math.isfinite(args.t1)):
@@ -212,6 +217,55 @@ def run_interruptibly(fn):
     return outcome["value"]
 
 
+def adaptive_in_chunks(compiled, model, t0, dt0, max_calls: int, limit: float | None):
+    """Run a compiled adaptive simulation (``compiled(model, t0, dt0)``, a buffer of ``chunk``
+    steps) chunk by chunk: a call that stops at its ``max_steps`` goes on from its last state,
+    time and step size, so the saved states grow on the host as the run goes instead of being
+    allocated for ``max_steps`` up front. One ``Solution`` of the whole run, with the counters
+    summed and a failure's step counted from ``t0``."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from .results import RESULTS
+    from .simulate import Solution, Stats
+
+    ts_parts, state_parts, totals, saved = [], [], np.zeros(4, np.int64), 0
+    m, t, h = model, t0, dt0
+    for _ in range(max_calls):
+        sol = jax.block_until_ready(compiled(m, t, h))
+        keep = np.isfinite(np.asarray(sol.ts))
+        skip = 1 if ts_parts else 0  # a chunk's first state is the last one of the chunk before
+        ts = np.asarray(sol.ts)[keep][skip:]
+        states = jax.tree.map(lambda x: np.asarray(x)[keep][skip:], sol.states)
+        s = sol.stats
+        failure_step = int(s.failure_step) + int(totals[0]) if int(s.failure_step) >= 0 else -1
+        totals += [int(s.steps), int(s.rejected_steps), int(s.evaluations), int(s.newton_iterations)]
+        ts_parts.append(ts)
+        state_parts.append(states)
+        saved += ts.nbytes + sum(x.nbytes for x in jax.tree.leaves(states))
+        if limit is not None and 2 * saved > limit:
+            raise CliError(f"the saved states reached {saved / 2**30:.3g} GiB at t = {float(ts[-1]):.6g} s, near the "
+                           f"{limit / 2**30:.3g} GiB available; use a looser --rtol or a shorter --t1, or raise --max-memory")  # fmt: skip
+        advanced = ts.shape[0] > 0
+        if sol.result != RESULTS.max_steps_reached or not advanced:
+            break
+        # go on from the last state: the model's initial state, the time and the last step size
+        all_ts = np.concatenate(ts_parts)
+        last = jax.tree.map(lambda x: jnp.asarray(x[-1]), states)
+        m = eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0), m,
+                        (last.position, last.rotation, last.velocity, last.angular_velocity))  # fmt: skip
+        t = jnp.asarray(all_ts[-1], t.dtype)
+        h = jnp.asarray(all_ts[-1] - all_ts[-2] if all_ts.shape[0] > 1 else h, h.dtype)
+    ts = np.concatenate(ts_parts)
+    states = jax.tree.map(lambda *xs: np.concatenate(xs), *state_parts)
+    st = sol.stats
+    stats = Stats(*(jnp.asarray(x) for x in totals), jnp.asarray(failure_step), st.failure_time, st.failure_iterations,
+                  st.failure_residual)  # fmt: skip
+    return Solution(jnp.asarray(ts), jax.tree.map(jnp.asarray, states), stats, sol.result, sol.body_names)
+
+
 def run(args) -> int:
     import jax
     import jax.numpy as jnp
@@ -227,15 +281,27 @@ def run(args) -> int:
     adaptive = hasattr(controller, "rtol")
     n_steps = fixed_step_count(0.0, args.t1, dt)
     max_steps = max(100_000, 10 * n_steps) if adaptive else n_steps
+    # an adaptive run saves by chunks of at most this many steps (its compiled buffer), not max_steps
+    chunk = min(max_steps, args.adaptive_chunk) if adaptive else n_steps
     saveat = SaveAt(steps=True)
     # twice the library's figure: the saved states are copied to the host, then the finite ones kept
-    check_memory(2 * memory_estimate(model, saveat, max_steps if adaptive else n_steps, adaptive), args.max_memory)
+    check_memory(2 * memory_estimate(model, saveat, chunk, adaptive), args.max_memory)
 
     show = sys.stderr.isatty() if args.progress is None else args.progress
+    options = dict(saveat=saveat, stepsize_controller=controller, throw=False, progress=True if show else None)
 
-    def go(m):
-        return simulate(m, solver, 0.0, args.t1, dt, saveat=saveat, stepsize_controller=controller,
-                        max_steps=max_steps, throw=False, progress=True if show else None)  # fmt: skip
+    if adaptive:  # the start time and first step are arguments: one program serves every chunk
+
+        def go(m, t0, dt0):
+            return simulate(m, solver, t0, args.t1, dt0, max_steps=chunk, **options)
+
+        start = (model, jnp.asarray(0.0, model.r0.dtype), jnp.asarray(dt, model.r0.dtype))
+    else:
+
+        def go(m):
+            return simulate(m, solver, 0.0, args.t1, dt, max_steps=max_steps, **options)
+
+        start = (model,)
 
     step = f"rtol = {controller.rtol}" if adaptive else f"dt = {args.t1 / n_steps:.6g} ({n_steps} step{'s' * (n_steps > 1)})"
     print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, {step}, {np.dtype(model.r0.dtype).name}", file=sys.stderr)
@@ -243,10 +309,14 @@ def run(args) -> int:
     def compile_and_run():
         print(f"difflie: compiling {name} for {args.model} ...", file=sys.stderr, flush=True)
         t_start = time.perf_counter()
-        compiled = xla.jit(go).lower(model).compile()
+        compiled = xla.jit(go).lower(*start).compile()
         t_compiled = time.perf_counter()
         print(f"difflie: compiled in {t_compiled - t_start:.1f} s", file=sys.stderr, flush=True)
-        sol = jax.block_until_ready(compiled(model))
+        if adaptive:
+            limit = available_memory() if args.max_memory is None else args.max_memory
+            sol = adaptive_in_chunks(compiled, *start, max_steps // chunk + 1, limit)
+        else:
+            sol = jax.block_until_ready(compiled(model))
         return sol, t_compiled - t_start, time.perf_counter() - t_compiled
 
     sol, t_compile, t_run = run_interruptibly(compile_and_run)
@@ -343,6 +413,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
     s.add_argument("--max-memory", type=memory_size, metavar="SIZE",
                    help="refuse runs needing more, e.g. 16G (default: the available memory)")  # fmt: skip
+    s.add_argument("--adaptive-chunk", type=int, default=100_000, metavar="N",
+                   help="an adaptive run saves in chunks of N steps, each one compiled call (default: %(default)d)")
     s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64; the first line says which)")
     s.add_argument("--compile-cache", action=argparse.BooleanOptionalAction, default=True,
                    help="keep compiled programs in JAX's persistent cache, so that a second run of the same model, "
@@ -370,6 +442,8 @@ def _warn(message, category, filename, lineno, file=None, line=None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:  # installed for the imports
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     with warnings.catch_warnings():
         warnings.showwarning = _warn  # one line each, no source line
         return _main(argv)

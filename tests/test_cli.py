@@ -209,7 +209,9 @@ def test_unreadable_model_files(tmp_path, capsys):
         (["--out", "x.txt"], "--out x.txt: unsupported file type 'txt'; use .npz"),
         (["--out", "/sys/x.npz"], "cannot write /sys/x.npz: "),
         (["--dt", "1e-7", "--t1", "10", "--max-memory", "1G"], "the run needs at least 63.3 GiB"),
-        (["--solver", "dopri5", "--t1", "5000", "--max-memory", "8G"], "the run needs at least 28.3 GiB"),
+        (["--solver", "dopri5", "--t1", "5000", "--adaptive-chunk", "100000000", "--max-memory", "8G"],
+         "the run needs at least 28.3 GiB"),
+        (["--solver", "dopri5", "--adaptive-chunk", "0"], "--adaptive-chunk must be a positive number of steps"),
     ],
 )
 def test_hostile_options(argv_tail, message, capsys):
@@ -219,6 +221,23 @@ def test_hostile_options(argv_tail, message, capsys):
         code = stop.code
     assert code == 2
     assert message in _err(capsys)
+
+
+def test_adaptive_run_in_chunks_is_the_same_run(tmp_path, capsys):
+    """Chunks of 40 steps, each starting from the last state and step size of the one before,
+    give the run in one buffer: same times (no repeated state) and states, to the tolerance."""
+    runs = {}
+    for chunk in ("40", "100000"):
+        out = tmp_path / f"c{chunk}.npz"
+        argv = ["simulate", "heavy-top", "--solver", "dopri5", "--t1", "0.3", "--adaptive-chunk", chunk, "--out", str(out)]
+        assert main(argv) == 0, _err(capsys)
+        runs[chunk] = np.load(out)
+    chunked, whole = runs["40"], runs["100000"]
+    assert whole["t"].shape[0] > 100  # more than two chunks of 40
+    assert np.all(np.diff(chunked["t"]) > 0) and chunked["t"][0] == 0.0 and chunked["t"][-1] == pytest.approx(0.3)
+    assert abs(chunked["t"].shape[0] - whole["t"].shape[0]) <= 3
+    np.testing.assert_allclose(chunked["position"][-1], whole["position"][-1], atol=1e-5)
+    np.testing.assert_allclose(chunked["angular_velocity"][-1], whole["angular_velocity"][-1], rtol=1e-5)
 
 
 def test_output_that_is_a_directory(tmp_path, capsys):

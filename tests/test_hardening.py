@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -263,3 +264,23 @@ def test_sigint_ends_a_run_at_once_with_one_line(tmp_path):
     assert all(line.startswith("difflie: compiled in") for line in lines[:-1]), rest
     assert elapsed < 2.0
     assert os.listdir(tmp_path) == []  # no output, no temporary file
+
+
+def test_sigint_while_importing_ends_with_one_line():
+    """A Ctrl-C before the command has started: JAX is still being imported."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "difflie", "simulate", "heavy-top", "--t1", "1000"], stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "jaxlib" not in Path(f"/proc/{proc.pid}/maps").read_text():  # JAX's import has begun
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        code = proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    # no banner: interrupted before the command started; no traceback
+    assert code == 130 and err.splitlines() == ["difflie: interrupted"], err[-2000:]

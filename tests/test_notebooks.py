@@ -47,6 +47,9 @@ CHECKS = {
     "constrained": (
         "assert max_residual < 1e-8, max_residual\n"
         "assert formulation_spread < 1e-3, formulation_spread\n"
+        "be = [velocity_error[k] for k in ('rA', 'rp', 're')]\n"
+        "assert max(be) < 1.5 * min(be), velocity_error  # the same first-order error\n"
+        "assert velocity_error['gen-alpha'] < 0.1 * min(be), velocity_error\n"
     ),
     "intermediate_axis": (
         "assert len(crossings) >= 2, crossings\n"
