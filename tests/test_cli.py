@@ -66,6 +66,76 @@ def test_simulate_model_file_with_implicit_solver(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv_tail, message",
     [
+        (["nothing-like-this"], "no model file or built-in model"),
+        (["heavy-top", "--dt", "-1"], "--dt must be a positive finite number, got -1.0"),
+        (["heavy-top", "--solver", "rkmk4", "--formulation", "rA"], "--formulation applies"),
+    ],
+)
+def test_bad_arguments(argv_tail, message, capsys):
+    assert main(["simulate", *argv_tail]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1  # one line
+
+
+def test_malformed_json_names_the_key(tmp_path, capsys):
+    bad = json.loads(json.dumps(PENDULUM))
+    bad["bodies"][1]["r"] = [0, 1.0]
+    path = write(tmp_path, "bad.json", bad)
+    assert main(["simulate", path, "--solver", "gen-alpha"]) == 2
+    err = capsys.readouterr().err
+    assert "$.bodies[1].r" in err and err.count("\n") == 1
+
+
+def test_unknown_body_in_joint(tmp_path, capsys):
+    bad = json.loads(json.dumps(PENDULUM))
+    bad["joints"][0]["body_j"] = 7
+    path = write(tmp_path, "bad.json", bad)
+    assert main(["simulate", path, "--solver", "gen-alpha"]) == 2
+    assert "7" in capsys.readouterr().err
+
+
+def test_non_positive_inertia_in_file(tmp_path, capsys):
+    bad = json.loads(json.dumps(PENDULUM))
+    bad["bodies"][1]["inertia"] = [0.1, -0.1, 0.1]
+    path = write(tmp_path, "bad.json", bad)
+    assert main(["simulate", path, "--solver", "gen-alpha"]) == 2
+    err = capsys.readouterr().err
+    assert "link" in err and "positive" in err
+
+
+def test_invalid_json_syntax(tmp_path, capsys):
+    path = write(tmp_path, "broken.json", '{"bodies": [')
+    assert main(["simulate", path]) == 2
+    assert "broken.json" in capsys.readouterr().err
+
+
+def test_no_partial_output_on_failure(tmp_path, capsys):
+    """A run that blows up (a step far too large for a fast top) writes nothing."""
+    out = tmp_path / "out.npz"
+    code = main(["simulate", "heavy-top", "--dt", "0.5", "--t1", "200", "--out", str(out)])
+    assert code == 1
+    assert "failed" in capsys.readouterr().err
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_missing_output_directory(tmp_path, capsys):
+    assert main(["simulate", "heavy-top", "--out", str(tmp_path / "no" / "x.npz")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_subprocess_prints_no_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "difflie", "simulate", "no-such-model"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("difflie: error:")
+
+
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
         # the step of the overflow depends on rounding (|omega| h ~ 1e6 rad after one step)
         (["heavy-top", "--dt", "0.5", "--t1", "200"], r"NaN or Inf in the state or the times at step [2-9] "),
         (["slider-crank", "--solver", "backward-euler", "--dt", "0.5", "--t1", "2"],
