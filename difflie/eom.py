@@ -126,21 +126,19 @@ class Cache(eqx.Module):
     Minv: Float[Array, "nb 6 6"]
     D: Float[Array, "nb 6 6"] | None
     Dinv: Float[Array, "nb 6 6"] | None
-    JO: Float[Array, "nb 3 3"]
-    JOinv: Float[Array, "nb 3 3"]
+    JOinv: Float[Array, "nb 3 3"]  # inverse inertia about the origin (bodies with a fixed origin)
     velocity: str = eqx.field(static=True)
 
 
 def prepare(model, velocity: str) -> Cache:
     if velocity not in VELOCITIES:
         raise ValueError(f"velocity coordinates must be one of {VELOCITIES}, got {velocity!r}")
-    JO = model.bodies.inertia_about_origin()
-    JOinv = jnp.linalg.inv(JO)
+    JOinv = jnp.linalg.inv(model.bodies.inertia_about_origin())
     if velocity != "ulvc":
-        return Cache(inverse_mass(model), None, None, JO, JOinv, velocity)
+        return Cache(inverse_mass(model), None, None, JOinv, velocity)
     D, Di = ulvc_matrix(model.ulvc_lengths), ulvc_matrix_inverse(model.ulvc_lengths)
     # Mbar^-1 = D M^-1 D^T (the pinned form included).
-    return Cache(D @ inverse_mass(model) @ jnp.swapaxes(D, -1, -2), D, Di, JO, JOinv, velocity)
+    return Cache(D @ inverse_mass(model) @ jnp.swapaxes(D, -1, -2), D, Di, JOinv, velocity)
 
 
 def _pivoted_field(model, cache: Cache, t, pose, vel: Array) -> tuple[Array, Array]:
