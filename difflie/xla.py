@@ -63,18 +63,25 @@ def compiler_options() -> dict[str, Any]:
     return accepted
 
 
-def eager(fun: Callable) -> Callable:
-    """``fun`` as one compiled program (``equinox.filter_jit``) when called on concrete
-    arguments, as it is under a trace (``jit``, ``vmap``, ``grad``). Called op by op, a function
-    of a few dozen operations dispatches (and, for each new shape, compiles) every one of them:
-    a group map takes 0.2-12 ms, a constraint Jacobian seconds; compiled, tens of microseconds.
-    For the functions users call between compiled runs (group maps, Jacobians, diagnostics)."""
-    compiled = eqx.filter_jit(fun)
+def eager(fun: Callable | None = None, *, static_argnums: tuple[int, ...] | None = None) -> Callable:
+    """``fun`` as one compiled program when called on concrete arguments, as it is under a trace
+    (``jit``, ``vmap``, ``grad``). Called op by op, a function of a few dozen operations
+    dispatches (and, for each new shape, compiles) every one of them: a group map takes
+    0.2-12 ms, a constraint Jacobian seconds; compiled, tens of microseconds. For the functions
+    users call between compiled runs (group maps, Jacobians, diagnostics).
+
+    ``static_argnums`` given: ``jax.jit`` with those static (its C++ dispatch, ~10 us a call),
+    every other argument a pytree of arrays; else ``equinox.filter_jit`` (any argument, the
+    non-arrays static; ~50-100 us a call)."""
+    if fun is None:
+        return functools.partial(eager, static_argnums=static_argnums)
+    fast = static_argnums is not None
+    compiled = jax.jit(fun, static_argnums=static_argnums) if fast else eqx.filter_jit(fun)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        if any(isinstance(x, jax.core.Tracer) for x in leaves) or not _hashable(treedef, leaves):
+        if any(isinstance(x, jax.core.Tracer) for x in leaves) or not (fast or _hashable(treedef, leaves)):
             return fun(*args, **kwargs)  # traced, or a static argument jit cannot key on
         return compiled(*args, **kwargs)
 

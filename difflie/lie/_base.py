@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from typing import ClassVar, TypeVar
 
 import equinox as eqx
@@ -22,6 +23,22 @@ _EAGER = ("exp", "log", "compose", "inverse", "act", "adjoint", "dexp", "dexpinv
 
 
 
+class _EagerMethod:
+    """A method that runs as one compiled program when called outside a trace
+    (``difflie.xla.eager``). A descriptor that binds with ``functools.partial``: equinox turns a
+    bound method into a ``BoundMethod`` module on every attribute access (30-100 us a call)."""
+
+    def __init__(self, fun):
+        self.fun = eager(fun, static_argnums=())
+        functools.update_wrapper(self, fun)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else functools.partial(self.fun, obj)
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+
 class AbstractLieGroup(eqx.Module):
     """A Lie group element, possibly batched over leading dimensions.
 
@@ -37,10 +54,12 @@ class AbstractLieGroup(eqx.Module):
         super().__init_subclass__(**kwargs)
         for name in _EAGER:
             member = cls.__dict__.get(name)
-            if isinstance(member, (classmethod, staticmethod)):
-                setattr(cls, name, type(member)(eager(member.__func__)))
+            if isinstance(member, classmethod):  # the class is a static argument
+                setattr(cls, name, classmethod(eager(member.__func__, static_argnums=(0,))))
+            elif isinstance(member, staticmethod):
+                setattr(cls, name, staticmethod(eager(member.__func__, static_argnums=())))
             elif callable(member) and not getattr(member, "__isabstractmethod__", False):
-                setattr(cls, name, eager(member))
+                setattr(cls, name, _EagerMethod(member))
 
     # -- constructors ---------------------------------------------------------------------------
 
@@ -118,7 +137,7 @@ class AbstractLieGroup(eqx.Module):
             return self.act(other)
         return NotImplemented
 
-    @eager
+    @_EagerMethod
     def interpolate(self: G, other: G, alpha: Float[ArrayLike, "*b"]) -> G:
         """The geodesic ``self exp(alpha log(self^-1 other))``: ``self`` at ``alpha = 0``,
         ``other`` at 1 (slerp for rotations, a screw motion on SE(3), rotation and translation
@@ -141,12 +160,12 @@ class AbstractLieGroup(eqx.Module):
     def batch_shape(self) -> tuple[int, ...]:
         """Leading batch dimensions."""
 
-    @eager
+    @_EagerMethod
     def rminus(self: G, other: G) -> Float[Array, "*b d"]:
         """``log(other^-1 self)``: the body-frame tangent that takes ``other`` to ``self``."""
         return other.inverse().compose(self).log()
 
-    @eager
+    @_EagerMethod
     def rplus(self: G, xi: Float[Array, "*b d"]) -> G:
         """``self exp(xi)``: a right (body-frame) increment."""
         return self.compose(type(self).exp(xi))
