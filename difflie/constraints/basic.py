@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from ..lie.ops import mv
@@ -148,24 +149,25 @@ def _dot(a, b):
 
 
 class _Stack(eqx.Module):
-    """All rows of one kind: body indices (k,) and vectors (k, nv, 3)."""
+    """All rows of one kind: body indices (k,) (static: the selections below are constants of
+    the compiled program) and vectors (k, nv, 3)."""
 
     kind: ClassVar[str]
-    body_i: Int[Array, " k"]
-    body_j: Int[Array, " k"]
+    body_i: tuple[int, ...] = eqx.field(static=True)
+    body_j: tuple[int, ...] = eqx.field(static=True)
     vectors: Float[Array, "k nv 3"]
 
     def __call__(self, r_ext: Float[Array, "nb1 3"], R_ext: Float[Array, "nb1 3 3"], theta=None):
-        # Few bodies: picked by one-hot products, not gathers, whose transposes (reverse mode)
-        # stay dense products instead of slow scatters. Many: gathers, linear in the bodies.
+        # Few bodies: picked by constant one-hot products, not gathers, whose transposes (reverse
+        # mode) stay dense products instead of slow scatters. Many: gathers, linear in the bodies.
         nb1, dtype = r_ext.shape[0], r_ext.dtype
-        if nb1 * self.body_i.shape[0] <= _ONE_HOT_MAX:
-            Si = jax.nn.one_hot(self.body_i % nb1, nb1, dtype=dtype)
-            Sj = jax.nn.one_hot(self.body_j % nb1, nb1, dtype=dtype)
+        i, j = np.asarray(self.body_i) % nb1, np.asarray(self.body_j) % nb1
+        if nb1 * i.shape[0] <= _ONE_HOT_MAX:
+            eye = np.eye(nb1)
+            Si, Sj = jnp.asarray(eye[i], dtype), jnp.asarray(eye[j], dtype)
             ri, rj = _select(Si, r_ext), _select(Sj, r_ext)
             Ri, Rj = _select(Si, R_ext), _select(Sj, R_ext)
         else:
-            i, j = self.body_i % nb1, self.body_j % nb1
             ri, rj, Ri, Rj = r_ext[i], r_ext[j], R_ext[i], R_ext[j]
         if theta is None:
             return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors)

@@ -57,8 +57,8 @@ class ConstraintSet(eqx.Module):
             stacked_rows.extend(rows)
             stacks.append(
                 STACKS[kind](
-                    body_i=jnp.asarray([constraints[k].body_i for k in rows], jnp.int32),
-                    body_j=jnp.asarray([constraints[k].body_j for k in rows], jnp.int32),
+                    body_i=tuple(int(constraints[k].body_i) for k in rows),
+                    body_j=tuple(int(constraints[k].body_j) for k in rows),
                     vectors=jnp.stack([jnp.stack(constraints[k].vectors) for k in rows]),
                 )
             )
@@ -117,7 +117,7 @@ class ConstraintSet(eqx.Module):
         n_theta = 0
         for stack in self.stacks:  # one vmapped kernel per kind (at most six)
             if stack.kind in DRIVEN_ANGLE:
-                k = stack.body_i.shape[0]
+                k = len(stack.body_i)
                 theta = jnp.stack([jnp.asarray(th(t), dtype) for th in self.thetas[n_theta : n_theta + k]])
                 n_theta += k
                 values.append(stack(r_ext, R_ext, theta))
