@@ -63,7 +63,7 @@ def compiler_options() -> dict[str, Any]:
     return accepted
 
 
-def eager(fun: Callable | None = None, *, static_argnums: tuple[int, ...] | None = None) -> Callable:
+def eager(fun: Callable, *, static_argnums: tuple[int, ...] | None = None) -> Callable:
     """``fun`` as one compiled program when called on concrete arguments, as it is under a trace
     (``jit``, ``vmap``, ``grad``). Called op by op, a function of a few dozen operations
     dispatches (and, for each new shape, compiles) every one of them: a group map takes
@@ -73,8 +73,6 @@ def eager(fun: Callable | None = None, *, static_argnums: tuple[int, ...] | None
     ``static_argnums`` given: ``jax.jit`` with those static (its C++ dispatch, ~10 us a call),
     every other argument a pytree of arrays; else ``equinox.filter_jit`` (any argument, the
     non-arrays static; ~50-100 us a call)."""
-    if fun is None:
-        return functools.partial(eager, static_argnums=static_argnums)
     fast = static_argnums is not None
     compiled = jax.jit(fun, static_argnums=static_argnums) if fast else eqx.filter_jit(fun)
 

@@ -42,6 +42,7 @@ from ..body import RigidBody
 from ..constraints.basic import VECTOR_FIELDS
 from ..expr import Expression, ExpressionError
 from ..model import Model
+from ..xla import eager
 
 _JOINT_FIELDS = {
     "spherical": ("s_bar_i", "s_bar_j"),
@@ -423,6 +424,7 @@ def _rigid_bodies(mass, inertia, names) -> RigidBody:
     return RigidBody(jnp.asarray(mass), jnp.asarray(inertia), names=names)
 
 
+@eager
 def _initial_rows(model: Model, t0) -> Array:
     """The constraint rows at the model's initial configuration."""
     return model.constraint_residual(t0, model.r0 - jnp.einsum("bij,bj->bi", model.R0, model.bodies.com), model.R0)
@@ -435,12 +437,12 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     form = "rA"
     dtype = jnp.result_type(model.r0)
     r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
-    phi0 = np.asarray(eqx.filter_jit(_initial_rows)(model, t0))
+    phi0 = np.asarray(_initial_rows(model, t0))
     res0 = float(np.max(np.abs(phi0), initial=0.0))
     if np.linalg.norm(phi0) < _ASSEMBLY_TOL:  # consistent: no Gauss-Newton program to compile
         r, R, iters, res = r0, R0, 0, res0
     else:
-        r, R, iters, res = eqx.filter_jit(assemble)(model, jnp.asarray(t0, dtype), form, tol=_ASSEMBLY_TOL)
+        r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=_ASSEMBLY_TOL)
     if res0 > ASSEMBLY_WARN:
         warnings.warn(
             f"{label}: initial configuration violates the constraints by {res0:.3e}; assembled at "
@@ -449,8 +451,7 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
         )
     if not float(res) < 1e-9:
         raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
-    # One compiled program: op by op, the Jacobian's forward-mode pushes cost seconds.
-    v, w = eqx.filter_jit(project_velocity)(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
+    v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
     dv = float(jnp.max(jnp.abs(jnp.concatenate([(v - model.v0).ravel(), (w - model.omega0).ravel()]))))
     if dv > ASSEMBLY_WARN:
         warnings.warn(f"{label}: initial velocities inconsistent by {dv:.3e}; projected onto the velocity constraints", stacklevel=3)

@@ -22,7 +22,6 @@ G = TypeVar("G", bound="AbstractLieGroup")
 _EAGER = ("exp", "log", "compose", "inverse", "act", "adjoint", "dexp", "dexpinv", "ad", "as_matrix", "as_quaternion")
 
 
-
 class _EagerMethod:
     """A method that runs as one compiled program when called outside a trace
     (``difflie.xla.eager``). A descriptor that binds with ``functools.partial``: equinox turns a
