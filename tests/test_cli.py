@@ -310,6 +310,14 @@ def test_adaptive_run_in_chunks_is_the_same_run(tmp_path, capsys):
     np.testing.assert_allclose(chunked["angular_velocity"][-1], whole["angular_velocity"][-1], rtol=1e-5)
 
 
+def test_adaptive_run_that_outgrows_the_memory_stops_with_one_line(capsys):
+    """The chunk fits, the run's saved states outgrow the limit: exit 2, the figure and the time."""
+    argv = ["simulate", "heavy-top", "--solver", "dopri5", "--t1", "0.3", "--adaptive-chunk", "10", "--max-memory", "20K"]
+    assert main(argv) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.match(r"difflie: error: the saved states reached [0-9.e-]+ GiB at t = [0-9.]+ s, near the", last), last
+
+
 def test_output_that_is_a_directory(tmp_path, capsys):
     (tmp_path / "d.npz").mkdir()
     assert main(["simulate", "heavy-top", "--out", str(tmp_path / "d.npz")]) == 2
