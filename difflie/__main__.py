@@ -248,16 +248,15 @@ def adaptive_in_chunks(compiled, model, t0, dt0, max_calls: int, limit: float | 
         if limit is not None and 2 * saved > limit:
             raise CliError(f"the saved states reached {saved / 2**30:.3g} GiB at t = {float(ts[-1]):.6g} s, near the "
                            f"{limit / 2**30:.3g} GiB available; use a looser --rtol or a shorter --t1, or raise --max-memory")  # fmt: skip
-        advanced = ts.shape[0] > 0
-        if sol.result != RESULTS.max_steps_reached or not advanced:
-            break
+        if sol.result != RESULTS.max_steps_reached or ts.shape[0] == 0 or not ts[-1] > float(t):
+            break  # done, failed, or no step taken
         # go on from the last state: the model's initial state, the time and the last step size
-        all_ts = np.concatenate(ts_parts)
+        # (the step before it ended at this chunk's start where the chunk saved one new state)
         last = jax.tree.map(lambda x: jnp.asarray(x[-1]), states)
         m = eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0), m,
                         (last.position, last.rotation, last.velocity, last.angular_velocity))  # fmt: skip
-        t = jnp.asarray(all_ts[-1], t.dtype)
-        h = jnp.asarray(all_ts[-1] - all_ts[-2] if all_ts.shape[0] > 1 else h, h.dtype)
+        h = jnp.asarray(ts[-1] - (ts[-2] if ts.shape[0] > 1 else float(t)), h.dtype)
+        t = jnp.asarray(ts[-1], t.dtype)
     ts = np.concatenate(ts_parts)
     states = jax.tree.map(lambda *xs: np.concatenate(xs), *state_parts)
     st = sol.stats
