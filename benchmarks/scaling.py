@@ -138,8 +138,8 @@ def exudyn_case(model, steps, repeats, revolute):
     # Joints: every CD triple of the model's constraint set is one spherical joint (a revolute
     # adds two DP1 rows, then it becomes one revolute joint about world y).
     cs = model.constraints
-    stack = {k: s for k, s in zip(cs.kinds, cs.stacks)}["CD"]
-    bi, bj, vec = np.asarray(stack.body_i), np.asarray(stack.body_j), np.asarray(stack.vectors)
+    cd = np.asarray([k == "CD" for k in cs.row_kinds])
+    bi, bj, vec = np.asarray(cs.body_i)[cd], np.asarray(cs.body_j)[cd], np.asarray(cs.vectors)[cd]
     to_z = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]])  # marker z along body y
     for k in range(0, bi.shape[0], 3):
         markers = []

@@ -216,12 +216,12 @@ def _joint_points(model) -> list[tuple[int, np.ndarray]]:
     the ground is body -1."""
     points = {}
     constraints = getattr(model, "constraints", None)
-    for stack in () if constraints is None else constraints.stacks:
-        if stack.kind != "CD":
-            continue
-        for bi, bj, v in zip(np.asarray(stack.body_i), np.asarray(stack.body_j), np.asarray(stack.vectors)):
-            body, s = (int(bi), v[1]) if bi >= 0 else (int(bj), v[2])
-            points.setdefault((body, *np.round(s, 12)), (body, s))
+    if constraints is not None:
+        rows = zip(constraints.row_kinds, constraints.body_i, constraints.body_j, np.asarray(constraints.vectors))
+        for kind, bi, bj, v in rows:
+            if kind == "CD":  # slots s_bar_p (body i), s_bar_q (body j): basic.SLOTS
+                body, s = (bi, v[1]) if bi >= 0 else (bj, v[2])
+                points.setdefault((body, *np.round(s, 12)), (body, s))
     for i in np.flatnonzero(np.asarray(getattr(model, "fixed_origin", ()), dtype=bool)):
         points.setdefault((int(i), 0.0, 0.0, 0.0), (int(i), np.zeros(3)))
     return list(points.values())

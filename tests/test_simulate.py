@@ -191,7 +191,7 @@ def test_progress_reports_increasing_times_up_to_t1_and_changes_nothing():
     with_bar = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3, progress=report)
     plain = simulate(TOP, RKMK4(), 0.0, 0.2, 1e-3)
     times = [t for t, _ in seen]
-    assert len(times) == 14 and np.all(np.diff(times) > 0), times  # 200 steps: 4 unreported, 14 chunks of 14
+    assert len(times) == 20 and np.all(np.diff(times) > 0), times  # 200 steps: 20 chunks of 10, none left over
     assert times[-1] == pytest.approx(0.2, abs=1e-15) and all(t1 == 0.2 for _, t1 in seen)
     np.testing.assert_array_equal(with_bar.rotation, plain.rotation)
     seen.clear()
@@ -260,6 +260,22 @@ def test_nested_scan_matches_plain_scan(n, chunk, sub, remat):
     assert [float(r[1]) for r in reports] == sorted(float(r[1]) for r in reports)
     g = jax.grad(lambda c0: _scan(body, c0, xs, chunk, remat, None, sub)[0])(jnp.asarray(0.1))
     np.testing.assert_allclose(g, 0.5**n, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n, sub, loops", [(1000, 7, 2), (1000, 3, 2), (997, 7, 3), (9, 3, 2)])
+def test_sub_scan_has_no_left_over_loop_when_a_divisor_is_near(n, sub, loops):
+    """Left-over steps are a second copy of the step in the program; sub-chunks of 5 (for 7) or
+    2 (for 3) divide 1000 steps and leave none. 997 is prime: its 3 left-over steps keep a loop."""
+    from difflie.simulate import _sub_scan
+
+    body = lambda c, x: (0.5 * c + jnp.sin(x), c)  # noqa: E731
+    xs = jnp.linspace(0.0, 3.0, n)
+    jaxpr = jax.make_jaxpr(lambda c0: _sub_scan(body, c0, xs, sub))(0.1)
+    assert str(jaxpr).count("scan[") == loops
+    ref_c, ref_ys = jax.lax.scan(body, jnp.asarray(0.1), xs)
+    c, ys = _sub_scan(body, jnp.asarray(0.1), xs, sub)
+    np.testing.assert_array_equal(c, ref_c)
+    np.testing.assert_array_equal(ys, ref_ys)
 
 
 def test_sub_chunk_keeps_stacked_states_small():

@@ -13,22 +13,19 @@ The angle row drives the angle between ``a_i`` and ``b_j`` in the plane of ``b_j
 (``a_i . b_j = cos theta``, ``a_i . c_j = sin theta``) without the rank loss of a DP1 driver
 ``cos theta(t)`` at ``theta = 0, pi``. Body index ``-1`` is the ground (``r = 0``, ``A = I``).
 
-Each kind is stacked: one module holds all rows of that kind and evaluates them with one
-``jax.vmap``.
+Every kind is one bilinear row ``u . w - f`` (``FORMS``), so ``ConstraintSet`` evaluates all
+rows, of every kind, with one kernel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, NamedTuple
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
-
-from ..lie.ops import mv
+from jaxtyping import Array, Float
 
 GROUND = -1
 
@@ -144,105 +141,44 @@ def dp1_swap(body_i: int, a_bar_i, body_j: int, b_bar_j, c_bar_j, theta, name: s
     return _make("dp1_swap", body_i, body_j, (a_bar_i, b_bar_j, c_bar_j), theta, name)
 
 
-def _dot(a, b):
-    return jnp.sum(a * b, axis=-1)
+class RowForm(NamedTuple):
+    """Where a kind's vectors go among the row slots ``SLOTS``, and its two coefficients in
+
+        e = A_j q_bar - A_i s_bar_p + sigma (r_j - r_i),    u = A_i a_bar + kappa e + c,
+        Phi = u . e - f
+
+    (a slot a kind does not use holds zeros): DP1 ``e = b_j``, ``u = a_i``; DP2 ``e = d_ij``,
+    ``u = a_i``; D ``u = e = d_ij``; CD ``e = d_ij``, ``u = c``; the angle rows as DP1."""
+
+    slots: tuple[str, ...]
+    kappa: float
+    sigma: float
 
 
-class _Stack(eqx.Module):
-    """All rows of one kind: body indices (k,) (static: the selections below are constants of
-    the compiled program) and vectors (k, nv, 3)."""
-
-    kind: ClassVar[str]
-    body_i: tuple[int, ...] = eqx.field(static=True)
-    body_j: tuple[int, ...] = eqx.field(static=True)
-    vectors: Float[Array, "k nv 3"]
-
-    def __call__(self, r_ext: Float[Array, "nb1 3"], R_ext: Float[Array, "nb1 3 3"], theta=None):
-        # Few bodies: picked by constant one-hot products, not gathers, whose transposes (reverse
-        # mode) stay dense products instead of slow scatters. Many: gathers, linear in the bodies.
-        nb1, dtype = r_ext.shape[0], r_ext.dtype
-        i, j = np.asarray(self.body_i) % nb1, np.asarray(self.body_j) % nb1
-        if nb1 * i.shape[0] <= _ONE_HOT_MAX:
-            eye = np.eye(nb1)
-            Si, Sj = jnp.asarray(eye[i], dtype), jnp.asarray(eye[j], dtype)
-            ri, rj = _select(Si, r_ext), _select(Sj, r_ext)
-            Ri, Rj = _select(Si, R_ext), _select(Sj, R_ext)
-        else:
-            ri, rj, Ri, Rj = r_ext[i], r_ext[j], R_ext[i], R_ext[j]
-        if theta is None:
-            return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors)
-        return jax.vmap(self.row)(ri, Ri, rj, Rj, self.vectors, theta)
-
-
-# Largest (rows x bodies) picked by one-hot products; gathers beyond (measured per
-# generalized-alpha step: an 8-body chain, 24 x 8, 10 % faster by one-hot products; a 16-body
-# chain, 48 x 16, 3.7x faster by gathers).
-_ONE_HOT_MAX = 256
-
-
-def _select(onehot: Float[Array, "k nb1"], x: Float[Array, "nb1 ..."]) -> Float[Array, "k ..."]:
-    """Rows ``x[b]`` picked by one-hot weights, as a fusible broadcast-and-sum."""
-    w = onehot.reshape(onehot.shape + (1,) * (x.ndim - 1))
-    return jnp.sum(w * x[None], axis=1)
-
-
-def _dij(ri, Ri, sp, rj, Rj, sq):
-    return rj + mv(Rj, sq) - ri - mv(Ri, sp)
-
-
-class DP1Stack(_Stack):
-    kind = "DP1"
-
-    @staticmethod
-    def row(ri, Ri, rj, Rj, v):
-        return _dot(mv(Ri, v[0]), mv(Rj, v[1]))
-
-
-class DP2Stack(_Stack):
-    kind = "DP2"
-
-    @staticmethod
-    def row(ri, Ri, rj, Rj, v):
-        return _dot(mv(Ri, v[0]), _dij(ri, Ri, v[1], rj, Rj, v[2]))
-
-
-class DStack(_Stack):
-    kind = "D"
-
-    @staticmethod
-    def row(ri, Ri, rj, Rj, v):
-        dij = _dij(ri, Ri, v[0], rj, Rj, v[1])
-        return _dot(dij, dij)
-
-
-class CDStack(_Stack):
-    kind = "CD"
-
-    @staticmethod
-    def row(ri, Ri, rj, Rj, v):
-        return _dot(v[0], _dij(ri, Ri, v[1], rj, Rj, v[2]))
-
-
-class AngleStack(_Stack):
-    kind = "angle"
-
-    @staticmethod
-    def row(ri, Ri, rj, Rj, v, theta):
-        a = mv(Ri, v[0])
-        return _dot(a, mv(Rj, v[2])) * jnp.cos(theta) - _dot(a, mv(Rj, v[1])) * jnp.sin(theta)
-
-
-class SwapStack(_Stack):
-    kind = "dp1_swap"
-
-    @staticmethod
-    def row(ri, Ri, rj, Rj, v, theta):
-        a = mv(Ri, v[0])
-        primary = _dot(a, mv(Rj, v[1])) - jnp.cos(theta)
-        alternate = _dot(a, mv(Rj, v[2])) - jnp.sin(theta)
-        return jnp.where(jnp.abs(jnp.cos(theta)) > 0.9, alternate, primary)
-
-
-STACKS: dict[str, type[_Stack]] = {
-    s.kind: s for s in (DP1Stack, DP2Stack, DStack, CDStack, AngleStack, SwapStack)
+# The row slots: a_bar and s_bar_p (body i), q_bar and b2_bar (body j), c (world). A driven
+# angle turns ``q_bar`` into ``w_q q_bar + w_b2 b2_bar`` (``angle_weights``).
+SLOTS = ("a_bar", "s_bar_p", "q_bar", "b2_bar", "c")
+FORMS: dict[str, RowForm] = {
+    "DP1": RowForm(("a_bar", "q_bar"), 0.0, 0.0),
+    "DP2": RowForm(("a_bar", "s_bar_p", "q_bar"), 0.0, 1.0),
+    "D": RowForm(("s_bar_p", "q_bar"), 1.0, 1.0),
+    "CD": RowForm(("c", "s_bar_p", "q_bar"), 0.0, 1.0),
+    "angle": RowForm(("a_bar", "q_bar", "b2_bar"), 0.0, 0.0),
+    "dp1_swap": RowForm(("a_bar", "q_bar", "b2_bar"), 0.0, 0.0),
 }
+assert all(len(FORMS[k].slots) == len(VECTOR_FIELDS[k]) for k in KINDS)
+
+
+def angle_weights(swap: np.ndarray, theta: Float[Array, " k"]) -> tuple[Array, Array, Array]:
+    """``(w_q, w_b2, f)`` of driven-angle rows (``swap``: which are ``dp1_swap`` rows).
+
+    Angle: ``b = c_bar cos theta - b_bar sin theta``, ``f = 0``. Switched DP1: ``b = b_bar``,
+    ``f = cos theta`` while ``|cos theta| <= 0.9``, else ``b = c_bar``, ``f = sin theta``.
+    """
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    alternate = jnp.abs(c) > 0.9
+    one, zero = jnp.ones_like(c), jnp.zeros_like(c)
+    w_b = jnp.where(swap, jnp.where(alternate, zero, one), -s)
+    w_b2 = jnp.where(swap, jnp.where(alternate, one, zero), c)
+    f = jnp.where(swap, jnp.where(alternate, s, c), zero)
+    return w_b, w_b2, f

@@ -1,9 +1,12 @@
-"""``ConstraintSet``: all position-level constraints of a model, stacked by kind.
+"""``ConstraintSet``: all position-level constraints of a model, as one stack of rows.
 
 ``residual(t, r, R)`` returns ``Phi (m,)`` in the order the constraints were given; ``r`` are
-the world positions of the body-frame origins (nb, 3) and ``R`` the rotations (nb, 3, 3). Each
-kind is evaluated with one ``vmap`` over its rows; only the (few) distinct driver functions are
-visited one by one, since each is a different Python function of ``t``.
+the world positions of the body-frame origins (nb, 3) and ``R`` the rotations (nb, 3, 3). Every
+kind is the bilinear row ``u . e - f`` of ``basic.FORMS``, so the rows of all kinds are one
+stack of vectors (m, 5, 3) with constant coefficients, evaluated by one row kernel per group of
+kinds (``_GROUPS``: at most three in a program, whatever kinds the model uses). Only the (few)
+distinct driver functions are visited one by one, since each is a different Python function of
+``t``.
 """
 
 from __future__ import annotations
@@ -15,21 +18,28 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .basic import DRIVEN_ANGLE, GROUND, KINDS, STACKS, BasicConstraint, _Stack
+from ..lie.ops import mv
+from .basic import DRIVEN_ANGLE, FORMS, GROUND, KINDS, SLOTS, BasicConstraint, angle_weights
 
 
 class ConstraintSet(eqx.Module):
-    """Stacked basic constraints between ``num_bodies`` bodies and the ground (index -1)."""
+    """Basic constraints between ``num_bodies`` bodies and the ground (index -1), as one stack.
 
-    stacks: tuple[_Stack, ...]
+    ``vectors (m, 5, 3)`` holds each row's vectors in the slots ``basic.SLOTS`` (zero where its
+    kind has none); ``row_kinds``, ``body_i``, ``body_j`` are static, so the coefficients of
+    ``basic.FORMS`` and the body selections are constants of a compiled program.
+    """
+
+    vectors: Float[Array, "m 5 3"]
     offset: Float[Array, " m"]
     drivers: tuple
     thetas: tuple
-    order: tuple[int, ...] = eqx.field(static=True)  # stacked position of each user row
+    body_i: tuple[int, ...] = eqx.field(static=True)
+    body_j: tuple[int, ...] = eqx.field(static=True)
+    row_kinds: tuple[str, ...] = eqx.field(static=True)
     driver_rows: tuple[int, ...] = eqx.field(static=True)
+    angle_rows: tuple[int, ...] = eqx.field(static=True)  # rows of a driven angle, one theta each
     names: tuple[str, ...] = eqx.field(static=True)
-    kinds: tuple[str, ...] = eqx.field(static=True)
-    row_bodies: tuple[tuple[int, int], ...] = eqx.field(static=True)  # (body_i, body_j) per row
     num_bodies: int = eqx.field(static=True)
 
     def __init__(self, constraints: Sequence[BasicConstraint], num_bodies: int):
@@ -46,28 +56,16 @@ class ConstraintSet(eqx.Module):
                         f"{num_bodies} bodies (indices 0..{num_bodies - 1}, ground = {GROUND})"
                     )
         self.num_bodies = num_bodies
-        self.row_bodies = tuple((int(c.body_i), int(c.body_j)) for c in constraints)
+        self.body_i = tuple(int(c.body_i) for c in constraints)
+        self.body_j = tuple(int(c.body_j) for c in constraints)
+        self.row_kinds = tuple(c.kind for c in constraints)
         self.names = tuple(c.name or f"{c.kind}_{k}" for k, c in enumerate(constraints))
-        kinds, stacks, stacked_rows = [], [], []
-        for kind in KINDS:
-            rows = [k for k, c in enumerate(constraints) if c.kind == kind]
-            if not rows:
-                continue
-            kinds.append(kind)
-            stacked_rows.extend(rows)
-            stacks.append(
-                STACKS[kind](
-                    body_i=tuple(int(constraints[k].body_i) for k in rows),
-                    body_j=tuple(int(constraints[k].body_j) for k in rows),
-                    vectors=jnp.stack([jnp.stack(constraints[k].vectors) for k in rows]),
-                )
-            )
-        self.kinds = tuple(kinds)
-        self.stacks = tuple(stacks)
-        order = np.empty(len(constraints), dtype=np.int64)
-        order[np.asarray(stacked_rows)] = np.arange(len(constraints))
-        self.order = tuple(int(k) for k in order)
-        dtype = self.stacks[0].vectors.dtype
+        dtype = jnp.result_type(*(v for c in constraints for v in c.vectors))
+        slots = []
+        for c in constraints:
+            given = dict(zip(FORMS[c.kind].slots, c.vectors))
+            slots.append(jnp.stack([given.get(slot, jnp.zeros(3, dtype)).astype(dtype) for slot in SLOTS]))
+        self.vectors = jnp.stack(slots)
         self.offset = jnp.stack(
             [
                 jnp.zeros((), dtype) if (callable(c.f) or c.kind in DRIVEN_ANGLE) else jnp.asarray(c.f, dtype)
@@ -76,11 +74,21 @@ class ConstraintSet(eqx.Module):
         )
         self.driver_rows = tuple(k for k, c in enumerate(constraints) if callable(c.f) and c.kind not in DRIVEN_ANGLE)
         self.drivers = tuple(constraints[k].f for k in self.driver_rows)
+        self.angle_rows = tuple(k for k, c in enumerate(constraints) if c.kind in DRIVEN_ANGLE)
         self.thetas = tuple(
             constraints[k].f if callable(constraints[k].f) else _Const(jnp.asarray(constraints[k].f, dtype))
-            for k in stacked_rows
-            if constraints[k].kind in DRIVEN_ANGLE
+            for k in self.angle_rows
         )
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds present, in ``basic.KINDS`` order."""
+        return tuple(k for k in KINDS if k in self.row_kinds)
+
+    @property
+    def row_bodies(self) -> tuple[tuple[int, int], ...]:
+        """``(body_i, body_j)`` of each row."""
+        return tuple(zip(self.body_i, self.body_j))
 
     @property
     def driven(self) -> bool:
@@ -96,9 +104,7 @@ class ConstraintSet(eqx.Module):
         out = self.offset
         if self.drivers:
             values = jnp.stack([jnp.asarray(drv(t), out.dtype) for drv in self.drivers])
-            place = np.zeros((self.num_constraints, len(self.drivers)))
-            place[np.asarray(self.driver_rows), np.arange(len(self.drivers))] = 1.0
-            out = out + jnp.sum(jnp.asarray(place, out.dtype) * values, axis=1)
+            out = out + _place(self.driver_rows, self.num_constraints, values)
         return out
 
     def residual(self, t, r: Float[Array, "nb 3"], R: Float[Array, "nb 3 3"]) -> Float[Array, " m"]:
@@ -111,30 +117,97 @@ class ConstraintSet(eqx.Module):
                 f"got {r.shape} and {R.shape}"
             )
         dtype = jnp.result_type(r, R)
-        r_ext = jnp.concatenate([r, jnp.zeros((1, 3), dtype)])
+        m = self.num_constraints
+        f = self.f(t).astype(dtype)
+        v = self.vectors.astype(dtype)
+        q = v[:, 2]
+        if self.angle_rows:
+            theta = jnp.stack([jnp.asarray(th(t), dtype) for th in self.thetas])
+            swap = np.asarray([self.row_kinds[k] == "dp1_swap" for k in self.angle_rows])
+            w_q, w_b2, f_theta = angle_weights(swap, theta)
+            rows = self.angle_rows
+            q = (1.0 + _place(rows, m, w_q - 1.0))[:, None] * q + _place(rows, m, w_b2)[:, None] * v[:, 3]
+            f = f + _place(rows, m, f_theta)
+        r_ext = jnp.concatenate([r, jnp.zeros((1, 3), dtype)])  # the ground is the last body
         R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
-        values = []
-        n_theta = 0
-        for stack in self.stacks:  # one vmapped kernel per kind (at most six)
-            if stack.kind in DRIVEN_ANGLE:
-                k = len(stack.body_i)
-                theta = jnp.stack([jnp.asarray(th(t), dtype) for th in self.thetas[n_theta : n_theta + k]])
-                n_theta += k
-                values.append(stack(r_ext, R_ext, theta))
-            else:
-                values.append(stack(r_ext, R_ext))
-        values = jnp.concatenate(values)
-        if self.num_constraints <= _SMALL:  # a constant permutation matrix: fuses, unlike a gather
-            perm = np.eye(self.num_constraints)[np.asarray(self.order)]
-            stacked = jnp.sum(jnp.asarray(perm, dtype) * values, axis=1)
-        else:  # O(m) instead of O(m^2)
-            stacked = values[np.asarray(self.order)]
-        return stacked - self.f(t).astype(dtype)
+        values, order = [], []
+        for group in _GROUPS:
+            rows = np.asarray([k for k, kind in enumerate(self.row_kinds) if kind in group], np.int64)
+            if rows.size:
+                values.append(self._rows(rows, r_ext, R_ext, v[rows], q[rows]))
+                order.append(rows)
+        values = jnp.concatenate(values) if len(values) > 1 else values[0]
+        order = np.concatenate(order)
+        if (order != np.arange(m)).any():  # back to the given order
+            values = _permute(np.argsort(order), values)
+        return values - f
+
+    def _rows(self, rows: np.ndarray, r_ext, R_ext, v: Float[Array, "k 5 3"], q: Float[Array, "k 3"]) -> Float[Array, " k"]:
+        """``u . e`` of some rows (``basic.RowForm``): only the terms their kinds use."""
+        k, nb1 = rows.size, r_ext.shape[0]
+        i, j = np.asarray(self.body_i)[rows] % nb1, np.asarray(self.body_j)[rows] % nb1
+        if nb1 * k <= _ONE_HOT_MAX:  # constant one-hot products: they fuse, and transpose to products
+            eye = np.eye(nb1)
+            Si, Sj = jnp.asarray(eye[i], r_ext.dtype), jnp.asarray(eye[j], r_ext.dtype)
+            ri, rj, Ri, Rj = _select(Si, r_ext), _select(Sj, r_ext), _select(Si, R_ext), _select(Sj, R_ext)
+        else:  # gathers, linear in the bodies
+            ri, rj, Ri, Rj = r_ext[i], r_ext[j], R_ext[i], R_ext[j]
+        kinds = {self.row_kinds[r] for r in rows}
+        kappa, sigma = (np.asarray(c) for c in zip(*(FORMS[self.row_kinds[r]][1:] for r in rows)))
+        e = mv(Rj, q)
+        if sigma.any():  # rows with a point on body i
+            e = e - mv(Ri, v[:, 1]) + _scale(sigma, rj - ri)
+        u = _scale(kappa, e) if kappa.any() else 0.0
+        if "CD" in kinds:
+            u = u + v[:, 4]
+        if kinds & {"DP1", "DP2", "angle", "dp1_swap"}:  # rows with an axis on body i
+            u = u + mv(Ri, v[:, 0])
+        return jnp.sum(u * e, axis=-1)
 
 
-# Up to this many rows, permutations are products with constant 0/1 matrices (fast for small
-# systems on CPU); beyond, gathers (cost linear in the number of rows).
+# The row kernel runs once for each group of kinds present, and computes only the terms of its
+# group. One kernel for all rows compiled 1-2.7 s faster than a kernel per kind, but its steps
+# ran 15-50 % slower (four link, slider crank, double pendulum, Puma 560 under generalized-alpha):
+# the step's derivatives (forward over reverse) then carry every term for every row. These three
+# groups run as fast as a kernel per kind (slider crank: 0.111 against 0.120 s for 1000 steps)
+# and compile 1 s faster there (5.9 against 6.9 s). Measured 2026-11-26.
+_GROUPS = (("DP1", "angle", "dp1_swap"), ("CD",), ("DP2", "D"))
+
+
+def _permute(perm: np.ndarray, x: Float[Array, " m"]) -> Float[Array, " m"]:
+    """``x[perm]``: a product with a constant permutation matrix for few rows (fuses, unlike a
+    gather), a gather for many (linear in the rows)."""
+    if perm.size <= _SMALL:
+        return jnp.sum(jnp.asarray(np.eye(perm.size)[perm], x.dtype) * x, axis=1)
+    return x[perm]
+
+
 _SMALL = 64
+
+
+# Largest (rows x bodies) picked by one-hot products; gathers beyond (measured per
+# generalized-alpha step: an 8-body chain, 24 x 8, 10 % faster by one-hot products; a 16-body
+# chain, 48 x 16, 3.7x faster by gathers).
+_ONE_HOT_MAX = 256
+
+
+def _select(onehot: Float[Array, "m nb1"], x: Float[Array, "nb1 ..."]) -> Float[Array, "m ..."]:
+    """Rows ``x[b]`` picked by one-hot weights, as a fusible broadcast-and-sum."""
+    w = onehot.reshape(onehot.shape + (1,) * (x.ndim - 1))
+    return jnp.sum(w * x[None], axis=1)
+
+
+def _place(rows: tuple[int, ...], m: int, values: Float[Array, " k"]) -> Float[Array, " m"]:
+    """``values`` at ``rows`` of an (m,) vector of zeros: a product with a constant 0/1 matrix
+    (fuses, and its transpose is a product too)."""
+    place = np.zeros((m, len(rows)))
+    place[np.asarray(rows), np.arange(len(rows))] = 1.0
+    return jnp.sum(jnp.asarray(place, values.dtype) * values, axis=1)
+
+
+def _scale(c: np.ndarray, x: Float[Array, "m 3"]) -> Float[Array, "m 3"]:
+    """``c[:, None] x`` for constant per-row coefficients (no product where all are one)."""
+    return x if (c == 1.0).all() else jnp.asarray(c, x.dtype)[:, None] * x
 
 
 class _Const(eqx.Module):
