@@ -16,7 +16,6 @@ multipliers of the DAE at ``t0``.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .constraints import jacobians as jac
 from .constraints.formulations import AbstractFormulation, get_formulation
 from .numerics import linear, sparsity
-from .numerics.newton import Newton, newton_iterate, no_grad
+from .numerics.newton import Newton, newton_iterate
 from .results import RESULTS
 from .xla import eager
 
@@ -66,41 +67,52 @@ def assemble(
     Returns ``(r, rot, iterations, residual_norm)``; defaults to the model's initial state.
     Works for any number of degrees of freedom (``G`` of full row rank).
 
-    The iterations run without derivatives; one more minimum-norm step from their result, with
-    the start's and the model's derivatives attached, gives the derivative of the projection
-    (``dq = (I - G^+ G) dq_start - G^+ dPsi/dp``; exact when the start is consistent), so
-    reverse-mode gradients pass through an assembly (no ``while_loop`` to transpose).
+    The iterations run without derivatives. The derivative of the projection is that of one
+    more minimum-norm step from their result (``dq = (I - G^+ G) dq_start - G^+ dPsi/dp``; exact
+    when the start is consistent), attached as a custom JVP: reverse-mode gradients pass through
+    an assembly (no ``while_loop`` to transpose), and a program that takes no derivative holds
+    the iterations only.
     """
     _check_model(model)
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
     r = jnp.asarray(model.r0 if r is None else r)
     rot = form.from_rotation(jnp.asarray(model.R0, r.dtype)) if rot is None else rot
     t = jnp.asarray(t, r.dtype)
+    dynamic, static = eqx.partition((model, t, r, rot), eqx.is_inexact_array)
 
-    def gauss_newton(model, t, r, rot):
+    def gauss_newton(dynamic):
+        model, t, r, rot = eqx.combine(dynamic, static)
         G = jac.jacobian(model, form, t, r, rot)
-        r, rot = jac.chart(form, r, rot, -_least_norm(G, jac.psi(model, form, t, r, rot)))
-        return r, rot
+        return jac.chart(form, r, rot, -_least_norm(G, jac.psi(model, form, t, r, rot)))
 
-    model_ng, t_ng, r_ng, rot_ng = no_grad((model, t, r, rot))
+    @jax.custom_jvp
+    def project(dynamic):
+        model, t, r, rot = eqx.combine(dynamic, static)
 
-    def psi(x):
-        return jac.psi(model_ng, form, t_ng, *x)
+        def psi(x):
+            return jac.psi(model, form, t, *x)
 
-    def value_and_matrix(x):
-        return psi(x), jac.jacobian(model_ng, form, t_ng, *x)
+        def value_and_matrix(x):
+            return psi(x), jac.jacobian(model, form, t, *x)
 
-    def iterate():
-        out = newton_iterate(
-            psi, (r_ng, rot_ng), (value_and_matrix, _least_norm), Newton(tol=tol, max_iterations=max_iterations),
-            retract=lambda x, delta: jac.chart(form, *x, -delta),
-        )  # fmt: skip
-        return out.value, out.num_steps
+        def iterate():
+            out = newton_iterate(
+                psi, (r, rot), (value_and_matrix, _least_norm), Newton(tol=tol, max_iterations=max_iterations),
+                retract=lambda x, delta: jac.chart(form, *x, -delta),
+            )  # fmt: skip
+            return out.value, out.num_steps
 
-    consistent = jnp.linalg.norm(psi((r_ng, rot_ng))) < tol
-    (r_hat, rot_hat), k = jax.lax.cond(consistent, lambda: ((r_ng, rot_ng), jnp.array(0, jnp.int32)), iterate)
-    # The value stays (r_hat, rot_hat) up to a step below tol; the tangents are the start's.
-    r, rot = gauss_newton(model, t, r_hat + (r - r_ng), rot_hat + (rot - rot_ng))
+        consistent = jnp.linalg.norm(psi((r, rot))) < tol
+        return jax.lax.cond(consistent, lambda: ((r, rot), jnp.array(0, jnp.int32)), iterate)
+
+    @project.defjvp
+    def project_jvp(primals, tangents):
+        ((model_d, t_d, _, _),), (dots,) = primals, tangents
+        (r_hat, rot_hat), k = project(*primals)
+        _, dq = jax.jvp(gauss_newton, ((model_d, t_d, r_hat, rot_hat),), (dots,))
+        return ((r_hat, rot_hat), k), (dq, np.zeros(k.shape, jax.dtypes.float0))
+
+    (r, rot), k = project(dynamic)
     return r, rot, k, jnp.max(jnp.abs(jac.psi(model, form, t, r, rot)))
 
 

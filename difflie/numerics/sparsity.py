@@ -40,6 +40,7 @@ many arms makes wide blocks (cubic in the width).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 import jax
@@ -55,17 +56,49 @@ class Sparsity:
     """Blocks of a square iteration matrix and the seeds that build them (all static).
 
     ``index (K, B)``: the unknowns of each block (padding: ``n``); ``seeds``: one 0/1 matrix
-    ``(n_leaf, s_leaf)`` per leaf of the unknowns; ``rows``/``cols``/``mask`` ``(3, K, B, B)``:
-    where the diagonal, lower and upper blocks read the compressed Jacobian.
+    ``(n_leaf, s_leaf)`` per leaf of the unknowns; ``seed_col (n,)``: the compressed column of
+    each unknown; ``couples(r, c)``: whether unknowns ``r`` and ``c`` (arrays) share a row.
+    ``rows``/``cols``/``mask`` ``(3, K, B, B)``: where the diagonal, lower and upper blocks read
+    the compressed Jacobian, built on first use (a caller that takes the dense path of one
+    block never needs them: 3 n^2 entries).
     """
 
     n: int
     leaves: tuple[int, ...]
     seeds: tuple[np.ndarray, ...]
     index: np.ndarray
-    rows: np.ndarray
-    cols: np.ndarray
-    mask: np.ndarray
+    seed_col: np.ndarray
+    couples: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    @functools.cached_property
+    def _reads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Gather indices of the diagonal, lower and upper blocks (pads read entry 0, masked)."""
+        n, index = self.n, self.index
+        neighbour = [index, np.roll(index, 1, axis=0), np.roll(index, -1, axis=0)]
+        neighbour[1][0] = n  # no block before the first
+        neighbour[2][-1] = n  # nor after the last
+        rows, cols, mask = [], [], []
+        safe_col = np.append(self.seed_col, 0)
+        for other in neighbour:
+            r = np.broadcast_to(index[:, :, None], other.shape + other.shape[-1:])
+            c = np.broadcast_to(other[:, None, :], r.shape)
+            valid = (r < n) & (c < n)
+            rows.append(np.where(valid, r, 0))
+            cols.append(np.where(valid, safe_col[c], 0))
+            mask.append(valid & self.couples(np.minimum(r, n - 1), np.minimum(c, n - 1)))
+        return np.stack(rows), np.stack(cols), np.stack(mask)
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._reads[0]
+
+    @property
+    def cols(self) -> np.ndarray:
+        return self._reads[1]
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self._reads[2]
 
     @property
     def num_blocks(self) -> int:
@@ -131,7 +164,7 @@ def dense(leaves: Sequence[int]) -> Sparsity:
     leaves = tuple(int(k) for k in leaves)
     n = sum(leaves)
     order = np.arange(n)
-    return _assemble(n, leaves, [order], np.arange(n), [np.eye(k) for k in leaves], np.ones((n, n), bool))
+    return _assemble(n, leaves, [order], np.arange(n), [np.eye(k) for k in leaves], lambda r, c: np.ones(r.shape, bool))
 
 
 def block_structure(
@@ -208,29 +241,16 @@ def block_structure(
         seeds.append(s)
         seed_col[start : start + width] = offset + slot
         offset += s.shape[1]
-    couples = adjacent[node[:, None], node[None, :]]
-    return _assemble(n, leaves, order, seed_col, seeds, couples)
+    return _assemble(n, leaves, order, seed_col, seeds, lambda r, c: adjacent[node[r], node[c]])
 
 
 def _assemble(n, leaves, order, seed_col, seeds, couples) -> Sparsity:
-    """Gather indices of the diagonal, lower and upper blocks (pads read entry 0, masked)."""
+    """The blocks' index (K, B) of the unknowns in ``order`` (one array per block)."""
     K, B = len(order), max(len(o) for o in order)
     index = np.full((K, B), n, np.int64)
     for b, o in enumerate(order):
         index[b, : len(o)] = o
-    neighbour = [index, np.roll(index, 1, axis=0), np.roll(index, -1, axis=0)]
-    neighbour[1][0] = n  # no block before the first
-    neighbour[2][-1] = n  # nor after the last
-    rows, cols, mask = [], [], []
-    safe_col = np.append(seed_col, 0)
-    for other in neighbour:
-        r = np.broadcast_to(index[:, :, None], (K, B, B))
-        c = np.broadcast_to(other[:, None, :], (K, B, B))
-        valid = (r < n) & (c < n)
-        rows.append(np.where(valid, r, 0))
-        cols.append(np.where(valid, safe_col[c], 0))
-        mask.append(valid & np.where(valid, couples[np.minimum(r, n - 1), np.minimum(c, n - 1)], False))
-    return Sparsity(n, tuple(leaves), tuple(seeds), index, np.stack(rows), np.stack(cols), np.stack(mask))
+    return Sparsity(n, tuple(leaves), tuple(seeds), index, seed_col, couples)
 
 
 def _levels(adjacent: np.ndarray, grounded: np.ndarray) -> list[np.ndarray]:

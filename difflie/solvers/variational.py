@@ -49,7 +49,7 @@ from ..body import RigidBody
 from .. import eom
 from ..lie import SO3xR3, UnitDualQuaternion, cross, hat
 from ..numerics.newton import Newton, newton_solve
-from ..results import RESULTS, BodyState
+from ..results import BodyState
 from .base import AbstractSolver, StepStats
 
 
