@@ -219,7 +219,7 @@ def _joint_points(model) -> list[tuple[int, np.ndarray]]:
     if constraints is not None:
         rows = zip(constraints.row_kinds, constraints.body_i, constraints.body_j, np.asarray(constraints.vectors))
         for kind, bi, bj, v in rows:
-            if kind == "CD":  # slots s_bar_p (body i), s_bar_q (body j): basic.SLOTS
+            if kind == "CD":  # slots 1 and 2 (basic.SLOTS) hold s_bar_p (body i) and s_bar_q (body j)
                 body, s = (bi, v[1]) if bi >= 0 else (bj, v[2])
                 points.setdefault((body, *np.round(s, 12)), (body, s))
     for i in np.flatnonzero(np.asarray(getattr(model, "fixed_origin", ()), dtype=bool)):

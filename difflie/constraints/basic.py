@@ -13,8 +13,8 @@ The angle row drives the angle between ``a_i`` and ``b_j`` in the plane of ``b_j
 (``a_i . b_j = cos theta``, ``a_i . c_j = sin theta``) without the rank loss of a DP1 driver
 ``cos theta(t)`` at ``theta = 0, pi``. Body index ``-1`` is the ground (``r = 0``, ``A = I``).
 
-Every kind is one bilinear row ``u . w - f`` (``FORMS``), so ``ConstraintSet`` evaluates all
-rows, of every kind, with one kernel.
+Every kind is one bilinear row ``u . e - f`` (``FORMS``); ``ConstraintSet`` stacks the rows of
+all kinds and evaluates them with one kernel per group of kinds.
 """
 
 from __future__ import annotations
@@ -172,13 +172,14 @@ assert all(len(FORMS[k].slots) == len(VECTOR_FIELDS[k]) for k in KINDS)
 def angle_weights(swap: np.ndarray, theta: Float[Array, " k"]) -> tuple[Array, Array, Array]:
     """``(w_q, w_b2, f)`` of driven-angle rows (``swap``: which are ``dp1_swap`` rows).
 
-    Angle: ``b = c_bar cos theta - b_bar sin theta``, ``f = 0``. Switched DP1: ``b = b_bar``,
-    ``f = cos theta`` while ``|cos theta| <= 0.9``, else ``b = c_bar``, ``f = sin theta``.
+    The axis on body j, ``w_q q_bar + w_b2 b2_bar`` with ``q_bar = b_bar_j``, ``b2_bar = c_bar_j``:
+    angle ``c_bar cos theta - b_bar sin theta``, ``f = 0``; switched DP1 ``b_bar``, ``f = cos
+    theta`` while ``|cos theta| <= 0.9``, else ``c_bar``, ``f = sin theta``.
     """
     c, s = jnp.cos(theta), jnp.sin(theta)
     alternate = jnp.abs(c) > 0.9
     one, zero = jnp.ones_like(c), jnp.zeros_like(c)
-    w_b = jnp.where(swap, jnp.where(alternate, zero, one), -s)
+    w_q = jnp.where(swap, jnp.where(alternate, zero, one), -s)
     w_b2 = jnp.where(swap, jnp.where(alternate, one, zero), c)
     f = jnp.where(swap, jnp.where(alternate, s, c), zero)
-    return w_b, w_b2, f
+    return w_q, w_b2, f
