@@ -278,6 +278,22 @@ def test_sub_scan_has_no_left_over_loop_when_a_divisor_is_near(n, sub, loops):
     np.testing.assert_array_equal(ys, ref_ys)
 
 
+@pytest.mark.parametrize("n, chunk, sub", [(1000, 31, 7), (1000, 31, 3), (1000, 31, 1), (200, 14, 7), (2000, 44, 64),
+                                           (100_000, 316, 5), (997, 31, 7), (13, 3, 7)])  # fmt: skip
+def test_loop_sizes_divide_the_steps_where_they_can(n, chunk, sub):
+    """Checkpoint chunks within a factor of two of the asked size, multiples of a sub-chunk of at
+    least half the asked one, and dividing the steps wherever such sizes exist (no left-over
+    loop: a second compiled copy of the step); 997 is prime and keeps its left-over steps."""
+    from difflie.simulate import _loop_sizes
+
+    c, s = _loop_sizes(n, chunk, sub)
+    subs = range(max(2, sub // 2), sub + 1) if sub > 1 else (1,)
+    exists = any(n % (k * d) == 0 for d in subs for k in range(1, 2 * chunk + 1) if chunk / 2 <= k * d <= 2 * chunk)
+    assert chunk / 2 <= c <= 2 * chunk
+    if chunk > sub:  # else the chunks are plain loops
+        assert s in subs and c % s == 0 and (n % c == 0) == exists
+
+
 def test_sub_chunk_keeps_stacked_states_small():
     """Innermost loops hold at most 512 bytes of any state leaf per scanned step block."""
     from difflie.simulate import _sub_chunk
