@@ -96,8 +96,8 @@ def assemble(
             return psi(x), jac.jacobian(model, form, t, *x)
 
         # At least one iteration, also from a start within tol: it leaves the rows at rounding
-        # level (a start at 1e-13 took the rp single pendulum's predicted backward-Euler steps
-        # from 1.08 to 1.13 Newton iterations each).
+        # level (a start kept as it was took the rp single pendulum's predicted backward-Euler
+        # steps from 1.08 to 1.13 Newton iterations each).
         out = newton_iterate(
             psi, (r, rot), (value_and_matrix, _least_norm), Newton(tol=tol, max_iterations=max_iterations),
             retract=lambda x, delta: jac.chart(form, *x, -delta),
