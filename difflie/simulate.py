@@ -250,7 +250,7 @@ def _sub_scan(body, carry, xs, sub: int):
     # The left-over steps are a second copy of the step in the program (0.7 s of a 4.3 s compile
     # of the double pendulum under generalized-alpha): sub-chunks down to half the size that
     # divide n leave none.
-    sub = next((d for d in range(sub, max(2, sub // 2) - 1, -1) if n % d == 0), sub)
+    sub = next((d for d in _sub_sizes(sub) if n % d == 0), sub)
     m, r = divmod(n, sub)
     main = jax.tree.map(lambda x: x[: m * sub].reshape((m, sub) + x.shape[1:]), xs)
     carry, ys = jax.lax.scan(lambda c, x: jax.lax.scan(body, c, x), carry, main)
@@ -261,6 +261,12 @@ def _sub_scan(body, carry, xs, sub: int):
     return carry, ys
 
 
+def _sub_sizes(sub: int) -> range:
+    """The sub-chunk sizes taken instead of ``sub`` where one divides the steps: down to half
+    of it (at least 2), largest first."""
+    return range(sub, max(2, sub // 2) - 1, -1)
+
+
 def _loop_sizes(n: int, chunk: int, sub: int) -> tuple[int, int]:
     """``(chunk, sub)`` for ``n`` steps near the given ones: a chunk that is a multiple of
     ``sub`` (down to half of it) and divides ``n`` (within a factor of two of the given chunk),
@@ -269,7 +275,7 @@ def _loop_sizes(n: int, chunk: int, sub: int) -> tuple[int, int]:
     chunk rounded to a multiple of ``sub``."""
     small = chunk <= sub  # the chunks are plain loops
     best = None
-    for s in (1,) if small or sub <= 1 else range(sub, max(2, sub // 2) - 1, -1):
+    for s in (1,) if small or sub <= 1 else _sub_sizes(sub):
         for c in range(s * max(1, -(-chunk // (2 * s))), 2 * chunk + 1, s):
             if n % c == 0 and (best is None or abs(math.log(c / chunk)) < abs(math.log(best / chunk))):
                 best = c

@@ -152,15 +152,18 @@ class ConstraintSet(eqx.Module):
             ri, rj, Ri, Rj = _select(Si, r_ext), _select(Sj, r_ext), _select(Si, R_ext), _select(Sj, R_ext)
         else:  # gathers, linear in the bodies
             ri, rj, Ri, Rj = r_ext[i], r_ext[j], R_ext[i], R_ext[j]
-        kinds = {self.row_kinds[r] for r in rows}
-        kappa, sigma = (np.asarray(c) for c in zip(*(FORMS[self.row_kinds[r]][1:] for r in rows)))
+        forms = [FORMS[self.row_kinds[r]] for r in rows]
+        used = {slot for form in forms for slot in form.slots}
+        kappa, sigma = np.asarray([f.kappa for f in forms]), np.asarray([f.sigma for f in forms])
         e = mv(Rj, q)
-        if sigma.any():  # rows with a point on body i
-            e = e - mv(Ri, v[:, 1]) + _scale(sigma, rj - ri)
+        if "s_bar_p" in used:  # rows with a point on body i
+            e = e - mv(Ri, v[:, 1])
+        if sigma.any():
+            e = e + _scale(sigma, rj - ri)
         u = _scale(kappa, e) if kappa.any() else 0.0
-        if "CD" in kinds:
+        if "c" in used:
             u = u + v[:, 4]
-        if kinds & {"DP1", "DP2", "angle", "dp1_swap"}:  # rows with an axis on body i
+        if "a_bar" in used:  # rows with an axis on body i
             u = u + mv(Ri, v[:, 0])
         return jnp.sum(u * e, axis=-1)
 
