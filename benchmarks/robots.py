@@ -116,28 +116,46 @@ def panda():
                 tuned_name='GeneralizedAlpha(newton="modified")')  # fmt: skip
 
 
-def g1():
-    path = robot_file("g1_description/urdf/g1_29dof_rev_1_0.urdf")
-    pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer())
-    names = tuple(pm.names)[2:]
+G1_URDF = "g1_description/urdf/g1_29dof_rev_1_0.urdf"
+
+
+def g1_state(n_joints):
+    """The G1 scenario's initial state in Pinocchio's order (free-flyer ``q0`` with the
+    quaternion as x, y, z, w; ``v0``) and the frequencies and phases of its joint torques."""
     rng = np.random.default_rng(2)
-    q_j, v_j = rng.uniform(-0.4, 0.4, len(names)), rng.uniform(-0.3, 0.3, len(names))
-    omega, phase = rng.uniform(3.0, 11.0, len(names)), rng.uniform(0.0, 2 * np.pi, len(names))
+    q_j, v_j = rng.uniform(-0.4, 0.4, n_joints), rng.uniform(-0.3, 0.3, n_joints)
+    omega, phase = rng.uniform(3.0, 11.0, n_joints), rng.uniform(0.0, 2 * np.pi, n_joints)
     quat = np.array([0.9, 0.1, -0.2, 0.3]) / np.linalg.norm([0.9, 0.1, -0.2, 0.3])
     q0 = np.concatenate([[0.1, -0.2, 0.8], quat[1:], quat[:1], q_j])
     v0 = np.concatenate([[0.3, -0.2, 0.5], [0.12, -0.24, 0.18], v_j])
-    pd = pm.createData()
-    pin.computeMinverse(pm, pd, q0)
-    amplitude = 2.0 / np.diag(pd.Minv)[6:]
-    R = pin.XYZQUATToSE3(q0[:7]).rotation
+    return q0, v0, omega, phase
+
+
+def g1_model(path, names, amplitude):
+    """The G1 scenario's difflie model (no Pinocchio): joint ``names`` in file order and the
+    torque ``amplitude`` per joint (``g1`` takes 2 rad/s^2 over the diagonal of M^-1)."""
+    q0, v0, omega, phase = g1_state(len(names))
+    quat = np.r_[q0[6], q0[3:6]]
+    R = np.asarray(dl.lie.SO3.from_quaternion(jnp.asarray(quat)).as_matrix())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = dl.load_model(path, floating_base=True, base_pose=(q0[:3], quat), base_velocity=(R @ v0[:3], v0[3:6]),
-                              joint_positions=dict(zip(names, q_j)), joint_velocities=dict(zip(names, v_j)),
+                              joint_positions=dict(zip(names, q0[7:])), joint_velocities=dict(zip(names, v0[6:])),
                               joint_torques=Sinusoids(jnp.asarray(amplitude), jnp.asarray(omega), jnp.asarray(phase)))  # fmt: skip
-    assert model.joint_names == names
-    return dict(name="G1", model=model, pm=pm, q0=q0, v0=v0, amplitude=amplitude, omega=omega, phase=phase,
-                damping=np.zeros(pm.nv), lie=True, fixed=7,
+    assert model.joint_names == tuple(names)
+    return model
+
+
+def g1():
+    path = robot_file(G1_URDF)
+    pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer())
+    names = tuple(pm.names)[2:]
+    q0, v0, omega, phase = g1_state(len(names))
+    pd = pm.createData()
+    pin.computeMinverse(pm, pd, q0)
+    amplitude = 2.0 / np.diag(pd.Minv)[6:]
+    return dict(name="G1", model=g1_model(path, names, amplitude), pm=pm, q0=q0, v0=v0, amplitude=amplitude,
+                omega=omega, phase=phase, damping=np.zeros(pm.nv), lie=True, fixed=7,
                 tuned=dl.GeneralizedAlpha(newton="modified", block_size=24),
                 tuned_name='GeneralizedAlpha(newton="modified", block_size=24)')  # fmt: skip
 

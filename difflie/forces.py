@@ -277,11 +277,13 @@ class JointForce(AbstractForce):
         if self.torque is not None:
             u = u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, dtype), u.shape)
         pri = np.asarray(self.prismatic)[:, None]
-        F = jnp.where(pri, u[:, None] * a, 0.0)  # force on the child at P (world)
         T = jnp.where(pri, 0.0, u[:, None] * a)  # couple on the child (world)
-        f = jnp.zeros((nb + 1, 3), dtype).at[chi].add(F).at[p].add(-F)
-        tau_c = mtv(R[chi], T + cross(s, F))
-        tau_p = mtv(R_ext[p], -T - cross(lever_p, F))
+        tau_c, tau_p = mtv(R[chi], T), -mtv(R_ext[p], T)
+        f = jnp.zeros((nb + 1, 3), dtype)
+        if pri.any():  # without a sliding joint no force: a scatter of zeros that XLA would fold at the batch's size
+            F = jnp.where(pri, u[:, None] * a, 0.0)  # force on the child at P (world)
+            f = f.at[chi].add(F).at[p].add(-F)
+            tau_c, tau_p = tau_c + mtv(R[chi], cross(s, F)), tau_p - mtv(R_ext[p], cross(lever_p, F))
         tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
         return f[:nb], tau[:nb]
 

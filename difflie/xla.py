@@ -1,4 +1,4 @@
-"""XLA compile options for CPU, and ``jit`` with them.
+"""XLA compile options for CPU and GPU, and ``jit`` with them.
 
 On CPU, jaxlib 0.10 hands reductions of more than a few thousand elements to YNNPACK (the XLA
 debug option ``xla_cpu_experimental_ynn_fusion_type``; its default offloads dots and
@@ -11,7 +11,15 @@ It also turns off XLA's newer MLIR fusion emitters (``xla_cpu_use_fusion_emitter
 classic emitters run the same fusions 6-27 % faster here (single pendulum, four link,
 generalized-alpha heavy top, RKMK4 forward and gradient; same process, alternating runs).
 
-``CPU_COMPILER_OPTIONS`` holds both. They are per-compilation options: pass them as
+``CPU_COMPILER_OPTIONS`` holds both.
+
+On a GPU, XLA's fusion autotuner (``xla_gpu_experimental_enable_fusion_autotuner``) compiles
+competing code for a fusion once it is large enough, and a ``vmap`` batch makes a simulation's
+fusions large: 4096 Pandas compiled in 120 s with it and in 4.3 s without, each batch step then
+taking the same time (7.9 ms against 7.8 ms; H100, ``benchmarks/RESULTS.md``).
+``GPU_COMPILER_OPTIONS`` turns it off.
+
+They are per-compilation options: pass them as
 ``jax.jit(f, compiler_options=...)``, or use ``jit``; the identification steps use
 ``filter_jit``. JAX accepts compiler options only on a top-level ``jit``, so ``simulate``
 (usually traced inside the caller's ``jit``) keeps a plain ``eqx.filter_jit``: wrap your own
@@ -33,6 +41,8 @@ CPU_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
     "xla_cpu_use_fusion_emitters": False,
 }
+GPU_COMPILER_OPTIONS: dict[str, Any] = {"xla_gpu_experimental_enable_fusion_autotuner": False}
+_BACKEND_OPTIONS = {"cpu": CPU_COMPILER_OPTIONS, "gpu": GPU_COMPILER_OPTIONS}
 
 
 def concrete(x) -> np.ndarray | None:
@@ -46,15 +56,14 @@ def concrete(x) -> np.ndarray | None:
 
 @functools.cache
 def compiler_options() -> dict[str, Any]:
-    """The entries of ``CPU_COMPILER_OPTIONS`` this jaxlib accepts, if the default backend is
-    a CPU; else ``{}``. An entry this jaxlib does not know (older or newer than 0.10: jaxlib
-    0.11 removed the classic emitters' switch) is left out silently: the options only tune speed.
+    """The entries of the default backend's options (``CPU_COMPILER_OPTIONS`` or
+    ``GPU_COMPILER_OPTIONS``; ``{}`` for another backend) that this jaxlib accepts. An entry it
+    does not know (older or newer than 0.10: jaxlib 0.11 removed the classic emitters' switch)
+    is left out silently: the options only tune speed.
     """
-    if jax.default_backend() != "cpu":
-        return {}
     accepted = {}
     probe = jax.ShapeDtypeStruct((), jnp.float32)  # no array: safe inside a trace
-    for key, value in CPU_COMPILER_OPTIONS.items():
+    for key, value in _BACKEND_OPTIONS.get(jax.default_backend(), {}).items():
         try:
             jax.jit(lambda x: x + 1, compiler_options={key: value}).lower(probe).compile()
         except Exception:  # noqa: BLE001 - any refusal means: compile with XLA's default

@@ -1,4 +1,5 @@
-"""difflie.xla: per-compilation CPU options (no YNNPACK reductions), same numbers as jax.jit."""
+"""difflie.xla: per-compilation CPU options (no YNNPACK reductions) and GPU options (no fusion
+autotuner), same numbers as jax.jit."""
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,11 @@ cpu_only = pytest.mark.skipif(jax.default_backend() != "cpu", reason="CPU compil
 @cpu_only
 def test_options_accepted_on_cpu():
     assert xla.compiler_options() == xla.CPU_COMPILER_OPTIONS
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="GPU compile options")
+def test_options_accepted_on_gpu():
+    assert xla.compiler_options() == xla.GPU_COMPILER_OPTIONS
 
 
 def _batched_products():
