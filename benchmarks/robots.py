@@ -3,6 +3,7 @@ the time to simulate at that accuracy; a vmap batch of Pandas.
 
     python benchmarks/robots.py [--quick] [--robots panda g1] [--tol 1e-6] [--t1 0.2]
                                 [--batch 4096] [--batch-steps 10] [--repeats 5] [--json FILE]
+                                [--batch-only]
 
 Robots (``example-robot-data``): the Franka Panda (fixed base, 7 arm joints and 2 fingers, 9
 bodies, 45 constraint rows) from the bent pose of ``tests/test_robots.py`` with its joint rates
@@ -25,8 +26,10 @@ floor of a compiled RK4, four times the median time of one ``pin.aba`` call.
 
 Batch: ``jax.vmap`` over 4096 Pandas whose initial joint positions differ (uniform +-0.1 rad
 about the bent pose, placed by ``difflie.joint_space.with_joint_state``),
-``GeneralizedAlpha(block_size=24)`` at the step found above, ``--batch-steps`` steps;
-body-steps/s and system-steps/s against Pinocchio's single-system rate (per step).
+``GeneralizedAlpha(block_size=24)`` and ``GeneralizedAlpha(newton="modified", block_size=24,
+batch_axis="batch")`` at the step found above, ``--batch-steps`` steps; body-steps/s and
+system-steps/s against Pinocchio's single-system rate (per step). ``--batch-only``: the batch
+alone, at the step of the accuracy study (0.2/560 s).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ except ImportError:  # a machine without Pinocchio (the GPU's) runs the batch al
 
 SAVE_EVERY = 0.01
 H_REF = 1e-4
+PANDA_GA_STEPS = 560  # generalized-alpha steps over 0.2 s for 1e-6 rad (the accuracy study's)
 
 
 def robot_file(suffix: str) -> str:
@@ -306,15 +310,22 @@ def bench_robot(s, args, rows):
 
 def bench_batch(s, args, rows, pin_step_us):
     model, n_batch = s["model"], args.batch
-    h = args.t1 / s["ga_steps"]
+    h = args.t1 / s.get("ga_steps", PANDA_GA_STEPS)
     steps = args.batch_steps
     q0, qd0 = panda_batch_state(s["q0"], s["v0"], n_batch)
-    # The fastest batched variant measured (256 Pandas, 2-core VM): block_size=24 0.62 ms per
-    # system-step, newton="modified" 1.3 ms (under vmap its conditional refactorisation runs both
-    # branches), the default dense full Newton 3.5 ms (4096 Pandas).
-    for label, solver in [("GeneralizedAlpha(block_size=24)", dl.GeneralizedAlpha(block_size=24))]:
+    # Full Newton in blocks of 24, and modified Newton with the vmap axis named (its kept
+    # matrices rebuilt for the batch together; without the name, vmap turns the rebuild's
+    # lax.cond into a select that builds a matrix at every iteration: 1.2 ms per system-step
+    # for 256 Pandas on one core, against 0.39 ms named and 0.65 ms full).
+    variants = [("GeneralizedAlpha(block_size=24)", dl.GeneralizedAlpha(block_size=24)),
+                ('GeneralizedAlpha(newton="modified", block_size=24, batch_axis="batch")',
+                 dl.GeneralizedAlpha(newton="modified", block_size=24, batch_axis="batch"))]  # fmt: skip
+    for label, solver in variants:
         def run(q, qd, solver=solver):
-            return jax.vmap(lambda a, b: dl.simulate(with_joint_state(model, a, b), solver, 0.0, steps * h, h).position[-1])(q, qd)
+            def end(a, b):
+                return dl.simulate(with_joint_state(model, a, b), solver, 0.0, steps * h, h).position[-1]
+
+            return jax.vmap(end, axis_name="batch")(q, qd)
 
         t = time.perf_counter()
         compiled = dl.xla.jit(run).lower(q0, qd0).compile()
@@ -325,8 +336,20 @@ def bench_batch(s, args, rows, pin_step_us):
                          system_steps_per_s=sys_rate, body_steps_per_s=sys_rate * model.num_bodies,
                          x_pinocchio=sys_rate * pin_step_us * 1e-6, compile_s=ct))  # fmt: skip
         print(f"  batch {n_batch} {label}: {dt * 1e3:.1f} ms per batch step, {sys_rate:.4g} system-steps/s, "
-              f"{sys_rate * model.num_bodies:.4g} body-steps/s, x{sys_rate * pin_step_us * 1e-6:.2f} Pinocchio; "
+              f"{sys_rate * model.num_bodies:.4g} body-steps/s, x{sys_rate * pin_step_us * 1e-6:.3f} Pinocchio; "
               f"compile {ct:.1f} s", flush=True)
+
+
+def pinocchio_step_us(s, t1, steps=20, repeats=9):
+    """Pinocchio's RK4 step (the Python loop) at ``steps`` steps over ``t1``, in us (median)."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        pinocchio_rollout(s, t1, t1 / steps)
+        times.append(time.perf_counter() - t)
+    us = statistics.median(times) / steps * 1e6
+    print(f"  Pinocchio RK4 (Python loop), {steps} steps over {t1} s: {us:.1f} us/step", flush=True)
+    return us
 
 
 def main():
@@ -340,6 +363,8 @@ def main():
     p.add_argument("--max-steps", type=int, default=4000, help="run the predicted step only up to this many steps")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", default=None, help="append the rows to this file (JSON lines)")
+    p.add_argument("--batch-only", action="store_true",
+                   help="the Panda batch alone, at the step the accuracy study finds (0.2/560 s), beside Pinocchio's RK4 step")
     args = p.parse_args()
     if args.quick:
         args.batch, args.repeats = min(args.batch, 1024), 3
@@ -347,6 +372,10 @@ def main():
           f"load average {os.getloadavg()[0]:.2f}; difflie.xla.jit {dl.xla.compiler_options()}", flush=True)
     rows = []
     scenarios = {"panda": panda, "g1": g1}
+    if args.batch_only:
+        s = panda()
+        bench_batch(s, args, rows, pinocchio_step_us(s, args.t1))
+        args.robots = []
     for key in args.robots:
         s = scenarios[key]()
         bench_robot(s, args, rows)

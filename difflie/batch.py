@@ -14,6 +14,7 @@ computation, so the same code runs on one CPU, several GPUs or, after
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .simulate import Solution, simulate
+
+BATCH_AXIS = "simulate_batch"  # the name of simulate_batch's vmap axis
 
 
 def stack(trees: Sequence[Any]) -> Any:
@@ -69,19 +72,34 @@ def simulate_batch(
     thread-pool tasks, whose dispatch dominates these small per-step kernels: chunks of about
     128 were 10-40x faster than one vmap over 4096 heavy tops on a loaded 2-core machine
     (``benchmarks/throughput.py``). Leave it ``None`` on GPUs and for sharded batches.
+
+    A solver with modified Newton and no ``batch_axis`` of its own gets this vmap's axis
+    (``BATCH_AXIS``): its kept matrices are rebuilt for the batch together, when any system
+    needs one (``difflie.numerics.newton.Newton``), not at every iteration.
     """
     batch_size(params)
     build = (lambda p: p) if make_model is None else make_model
+    if getattr(solver, "batch_axis", BATCH_AXIS) is None:
+        solver = dataclasses.replace(solver, batch_axis=BATCH_AXIS)
 
     def one(p):
         return simulate(build(p), solver, t0, t1, dt, **kwargs)
 
     if chunk_size is None:
-        return eqx.filter_vmap(one)(params)
+        return eqx.filter_vmap(one, axis_name=BATCH_AXIS)(params)
     if not (isinstance(chunk_size, int) and chunk_size >= 1):
         raise ValueError(f"simulate_batch: chunk_size must be a positive int or None, got {chunk_size!r}")
     arrays, static = eqx.partition(params, eqx.is_array)
-    return jax.lax.map(lambda a: one(eqx.combine(a, static)), arrays, batch_size=chunk_size)
+    n = batch_size(arrays)
+    whole, rest = divmod(n, chunk_size)
+    chunk = jax.vmap(lambda a: one(eqx.combine(a, static)), axis_name=BATCH_AXIS)
+    parts = []
+    if whole:  # a sequential map over vmapped chunks, the remainder as one more chunk
+        head = jax.tree.map(lambda x: x[: whole * chunk_size].reshape(whole, chunk_size, *x.shape[1:]), arrays)
+        parts.append(jax.tree.map(lambda x: x.reshape(whole * chunk_size, *x.shape[2:]), jax.lax.map(chunk, head)))
+    if rest:
+        parts.append(chunk(jax.tree.map(lambda x: x[whole * chunk_size :], arrays)))
+    return parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: jax.numpy.concatenate(xs), *parts)
 
 
 def mesh(devices: Sequence[Any] | None = None, axis_name: str = "batch") -> Mesh:

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -15,7 +16,10 @@ import pytest
 from difflie.batch import batch_size, shard, simulate_batch, stack
 from difflie.lie import SO3
 from difflie.models.rigid import heavy_top
+from difflie.models.spatial import heavy_top_spherical
 from difflie.simulate import simulate
+from difflie.solvers.backward_euler import BackwardEuler
+from difflie.solvers.generalized_alpha import GeneralizedAlpha
 from difflie.solvers.rkmk import RKMK4
 
 
@@ -68,6 +72,35 @@ def test_stacked_models(batch):
     models = stack([make_top(jax.tree.map(lambda x: x[i], params)) for i in range(4)])
     out = simulate_batch(models, RKMK4(), 0.0, T1, DT)
     np.testing.assert_allclose(out.position, sol.position[:4], rtol=0, atol=1e-13)
+
+
+def _conds(jaxpr) -> int:
+    """The ``cond`` equations of a jaxpr and of every jaxpr nested in it."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += eqn.primitive.name == "cond"
+        n += sum(_conds(sub) for sub in jax.extend.core.jaxprs_in_params(eqn.params))
+    return n
+
+
+@pytest.mark.parametrize("solver", [GeneralizedAlpha(newton="modified"), BackwardEuler()], ids=["ga-modified", "be"])
+def test_modified_newton_batch_rebuilds_matrices_together(solver):
+    """``simulate_batch`` names its vmap axis for modified Newton: a kept matrix is rebuilt
+    under a ``lax.cond`` taken when any system of the batch needs one (under a plain vmap the
+    cond becomes a select that builds a matrix at every iteration), with each system's own
+    results: those of single runs."""
+    omegas = jnp.array([[0.0, 150.0, -4.6], [0.0, 120.0, 2.0], [3.0, 90.0, 0.0]])
+
+    def batch(w):
+        return simulate_batch(w, solver, 0.0, 0.04, 4e-3, make_model=lambda o: heavy_top_spherical(omega0=o))
+
+    out = jax.jit(batch)(omegas)
+    for i in range(3):
+        single = simulate(heavy_top_spherical(omega0=omegas[i]), solver, 0.0, 0.04, 4e-3)
+        np.testing.assert_allclose(out.rotation[i], single.rotation, rtol=0, atol=1e-12)
+        assert int(out.stats.newton_iterations[i]) == int(single.stats.newton_iterations)
+    plain = jax.vmap(lambda o: simulate(heavy_top_spherical(omega0=o), solver, 0.0, 0.04, 4e-3))
+    assert _conds(jax.make_jaxpr(batch)(omegas).jaxpr) == _conds(jax.make_jaxpr(plain)(omegas).jaxpr) + 1
 
 
 def test_bad_batches():

@@ -54,6 +54,13 @@ class Newton(eqx.Module):
     ``contractivity``, ``max_reuse``, ``divergence`` (modified only, ``None``: off): rebuild it when
     the contraction rate exceeds ``contractivity`` or after ``max_reuse`` iterations, restart
     from the initial guess when the rate exceeds ``divergence``.
+
+    ``batch_axis``: the name of a ``jax.vmap`` axis (``jax.vmap(f, axis_name=...)``) over which
+    the caller batches the solve, for modified Newton. Under ``vmap`` the rebuild of a kept
+    matrix, a ``lax.cond`` per system, becomes a select that builds a matrix at every iteration
+    of every system; with the axis named it stays a ``lax.cond`` that builds matrices for the
+    batch when any of its systems needs one (each system keeps its own where it does not), so
+    iterations on kept matrices cost a solve. Only valid inside such a ``vmap``.
     """
 
     tol: float | Array = 1e-10
@@ -65,6 +72,7 @@ class Newton(eqx.Module):
     contractivity: float | None = eqx.field(static=True, default=None)
     max_reuse: int | None = eqx.field(static=True, default=None)
     divergence: float | None = eqx.field(static=True, default=None)
+    batch_axis: str | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.max_iterations < 1:
@@ -298,7 +306,16 @@ def newton_iterate(
         refresh = ~c["valid"]
         if solver.max_reuse is not None:
             refresh = refresh | (c["reuse"] >= solver.max_reuse)
-        factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
+        if solver.batch_axis is None:
+            factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
+        else:  # one decision for the batch; each system keeps its own matrix unless it needs a new one
+
+            def rebuilt():
+                new = value_and_factors(c["x"])[1]
+                return jax.tree_util.tree_map(lambda a, b: jnp.where(refresh, a, b), new, c["factors"])
+
+            anyone = jax.lax.psum(refresh.astype(jnp.int32), solver.batch_axis) > 0
+            factors = jax.lax.cond(anyone, rebuilt, lambda: c["factors"])
         F = c["F"] if residual_test else residual_and_aux(c["x"])[0]
         return iterate(c, F, factors, refresh)
 

@@ -101,6 +101,9 @@ class BackwardEuler(AbstractSolver):
     unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The default keeps
     one level (a body and its joint's rows) per block: larger blocks were slower on chains,
     trees and loops (``benchmarks/RESULTS.md``, Scaling).
+    ``batch_axis``: for modified Newton under ``jax.vmap(..., axis_name=batch_axis)``: the batch
+    rebuilds its matrices together when any system needs a new one, instead of every iteration
+    (``difflie.numerics.newton.Newton``).
     """
 
     formulation: str = eqx.field(static=True, default="rA")
@@ -111,6 +114,7 @@ class BackwardEuler(AbstractSolver):
     extrapolation: int = eqx.field(static=True, default=3)
     matrix_reuse: int = eqx.field(static=True, default=30)
     block_size: int | None = eqx.field(static=True, default=16)
+    batch_axis: str | None = eqx.field(static=True, default=None)
 
     order: ClassVar[int] = 1
 
@@ -179,7 +183,8 @@ class BackwardEuler(AbstractSolver):
         attempt on a kept matrix."""
         tol, floor = self._stopping_test(h, y0, x0)
         st = self.structure(model)
-        newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified")
+        newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified",
+                        batch_axis=self.batch_axis)  # fmt: skip
         args = (model, t1, h, y0)
 
         def residual(x, a):

@@ -170,6 +170,9 @@ class GeneralizedAlpha(AbstractSolver):
       this many unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The
       default keeps one level (a body and its joint's rows) per block: larger blocks were
       slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
+    - ``batch_axis``: for modified Newton under ``jax.vmap(..., axis_name=batch_axis)``: the
+      batch rebuilds its matrices together when any system needs a new one, instead of every
+      iteration (``difflie.numerics.newton.Newton``).
     """
 
     rho_inf: float = 0.9
@@ -184,6 +187,7 @@ class GeneralizedAlpha(AbstractSolver):
     scaling: bool = eqx.field(static=True, default=True)
     extrapolation: int = eqx.field(static=True, default=3)
     block_size: int | None = eqx.field(static=True, default=16)
+    batch_axis: str | None = eqx.field(static=True, default=None)
 
     order: ClassVar[int] = 2
 
@@ -286,6 +290,7 @@ class GeneralizedAlpha(AbstractSolver):
             contractivity=self.contractivity,
             max_reuse=self.max_reuse,
             divergence=2.0,
+            batch_axis=self.batch_axis,
         )
 
         def value_and_factors(x):
