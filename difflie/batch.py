@@ -73,9 +73,9 @@ def simulate_batch(
     128 were 10-40x faster than one vmap over 4096 heavy tops on a loaded 2-core machine
     (``benchmarks/throughput.py``). Leave it ``None`` on GPUs and for sharded batches.
 
-    A solver with modified Newton and no ``batch_axis`` of its own gets this vmap's axis
-    (``BATCH_AXIS``): its kept matrices are rebuilt for the batch together, when any system
-    needs one (``difflie.numerics.newton.Newton``), not at every iteration.
+    An implicit solver whose ``batch_axis`` is ``None`` gets this vmap's axis (``BATCH_AXIS``):
+    with modified Newton its kept matrices are then rebuilt for the batch together, when any
+    system needs one (``difflie.numerics.newton.Newton``), not at every iteration.
     """
     batch_size(params)
     build = (lambda p: p) if make_model is None else make_model
