@@ -80,16 +80,20 @@ def eager(fun: Callable, *, static_argnums: tuple[int, ...] | None = None) -> Ca
     users call between compiled runs (group maps, Jacobians, diagnostics).
 
     ``static_argnums`` given: ``jax.jit`` with those static (its C++ dispatch, ~10 us a call),
-    every other argument a pytree of arrays; else ``equinox.filter_jit`` (any argument, the
-    non-arrays static; ~50-100 us a call)."""
+    every other argument a pytree of arrays, and plain ``fun`` under a trace (the group maps:
+    small and called often); else ``equinox.filter_jit`` (any argument, the non-arrays static;
+    ~50-100 us a call), under a trace too, where it traces ``fun`` once per signature."""
     fast = static_argnums is not None
     compiled = jax.jit(fun, static_argnums=static_argnums) if fast else eqx.filter_jit(fun)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        if any(isinstance(x, jax.core.Tracer) for x in leaves) or not (fast or _hashable(treedef, leaves)):
-            return fun(*args, **kwargs)  # traced, or a static argument jit cannot key on
+        traced = any(isinstance(x, jax.core.Tracer) for x in leaves)
+        if (traced and fast) or not (fast or _hashable(treedef, leaves)):
+            return fun(*args, **kwargs)  # a group map under a trace, or a static argument jit cannot key on
+        # Under a trace too: the function's jaxpr is traced once per signature and reused by
+        # every call (a constraint residual is called a dozen times in one implicit step's trace).
         return compiled(*args, **kwargs)
 
     return call

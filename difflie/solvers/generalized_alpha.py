@@ -271,7 +271,8 @@ class GeneralizedAlpha(AbstractSolver):
         vdot1, lam1 = (vdot0, y0.multipliers) if guess is None else (guess[: 6 * nb].reshape(nb, 6), guess[6 * nb :])
         dq_pred = alpha_increment(self.rho_inf, h, v0, a0, vdot0, vdot1)
         x_pred = jnp.concatenate([dq_pred.reshape(-1), s * lam1])
-        return fn, unpack, x_pred, s
+        # Traced once and reused by Newton, its iteration matrix and the implicit derivatives.
+        return jax.jit(fn, inline=True), unpack, x_pred, s
 
     def _newton(self, fn, x0, s, n_dyn: int, cache: IterationMatrix, h, st: sparsity.Sparsity):
         """Full or modified Newton (``difflie.numerics.newton.newton_iterate``) on ``fn``
