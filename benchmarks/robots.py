@@ -21,7 +21,7 @@ row says "extrapolated" (backward Euler, first order, needs ~1e5 steps for 1e-6 
 
 Timing: difflie compiled with ``difflie.xla.jit`` (a whole ``simulate``), after a warm-up, with
 ``block_until_ready``, median of ``--repeats``, divided by the number of steps. Pinocchio: the
-same rollout in Python (RK4 step: four ``pin.aba`` calls and NumPy), single thread; and the
+same rollout in Python (RK4 step: four ``pin.aba`` calls and NumPy), single thread, median of 9; and the
 floor of a compiled RK4, four times the median time of one ``pin.aba`` call.
 
 Batch: ``jax.vmap`` over 4096 Pandas whose initial joint positions differ (uniform +-0.1 rad
@@ -216,6 +216,16 @@ def aba_time(s, repeats=2000):
 # -- difflie ----------------------------------------------------------------------------------
 
 
+def pinocchio_step_us(s, t1, steps=20, repeats=9):
+    """Pinocchio's RK4 step (the Python loop) at ``steps`` steps over ``t1``, in us (median)."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        pinocchio_rollout(s, t1, t1 / steps)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) / steps * 1e6
+
+
 def difflie_rollout(s, solver, t1, h):
     """The compiled rollout (saves every SAVE_EVERY) and its compile time."""
     ts = np.arange(int(round(t1 / SAVE_EVERY)) + 1) * SAVE_EVERY
@@ -265,11 +275,8 @@ def bench_robot(s, args, rows):
         return error(pinocchio_rollout(s, t1, h)[:, fixed:], q_ref, fixed)
 
     e1, e2, order, n = step_for_tolerance(pin_error, t1, tol, 5e-3)
-    t = time.perf_counter()
-    for _ in range(3):
-        q = pinocchio_rollout(s, t1, t1 / n)
-    per_step = (time.perf_counter() - t) / 3 / n
-    e = error(q[:, fixed:], q_ref, fixed)
+    per_step = pinocchio_step_us(s, t1, n) * 1e-6
+    e = error(pinocchio_rollout(s, t1, t1 / n)[:, fixed:], q_ref, fixed)
     aba = aba_time(s)
     rows.append(dict(robot=name, method="Pinocchio ABA + RK4 (Python loop)", order=order, errors=[e1, e2], steps=n,
                      error=e, extrapolated=False, step_us=per_step * 1e6, floor_us=4 * aba * 1e6))  # fmt: skip
@@ -340,18 +347,6 @@ def bench_batch(s, args, rows, pin_step_us):
               f"compile {ct:.1f} s", flush=True)
 
 
-def pinocchio_step_us(s, t1, steps=20, repeats=9):
-    """Pinocchio's RK4 step (the Python loop) at ``steps`` steps over ``t1``, in us (median)."""
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        pinocchio_rollout(s, t1, t1 / steps)
-        times.append(time.perf_counter() - t)
-    us = statistics.median(times) / steps * 1e6
-    print(f"  Pinocchio RK4 (Python loop), {steps} steps over {t1} s: {us:.1f} us/step", flush=True)
-    return us
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="batch of 1024, 3 repeats")
@@ -374,7 +369,9 @@ def main():
     scenarios = {"panda": panda, "g1": g1}
     if args.batch_only:
         s = panda()
-        bench_batch(s, args, rows, pinocchio_step_us(s, args.t1))
+        pin_us = pinocchio_step_us(s, args.t1)
+        print(f"  Pinocchio RK4 (Python loop), 20 steps over {args.t1} s: {pin_us:.1f} us/step", flush=True)
+        bench_batch(s, args, rows, pin_us)
         args.robots = []
     for key in args.robots:
         s = scenarios[key]()

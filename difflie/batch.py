@@ -77,7 +77,7 @@ def simulate_batch(
     with modified Newton its kept matrices are then rebuilt for the batch together, when any
     system needs one (``difflie.numerics.newton.Newton``), not at every iteration.
     """
-    batch_size(params)
+    n = batch_size(params)
     build = (lambda p: p) if make_model is None else make_model
     if getattr(solver, "batch_axis", BATCH_AXIS) is None:
         solver = dataclasses.replace(solver, batch_axis=BATCH_AXIS)
@@ -90,7 +90,6 @@ def simulate_batch(
     if not (isinstance(chunk_size, int) and chunk_size >= 1):
         raise ValueError(f"simulate_batch: chunk_size must be a positive int or None, got {chunk_size!r}")
     arrays, static = eqx.partition(params, eqx.is_array)
-    n = batch_size(arrays)
     whole, rest = divmod(n, chunk_size)
     chunk = jax.vmap(lambda a: one(eqx.combine(a, static)), axis_name=BATCH_AXIS)
     parts = []
