@@ -42,6 +42,9 @@ CPU_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_cpu_use_fusion_emitters": False,
 }
 GPU_COMPILER_OPTIONS: dict[str, Any] = {"xla_gpu_experimental_enable_fusion_autotuner": False}
+# For a program that runs once, such as a simulation's consistent start: LLVM without
+# optimisation compiles it in about half the time and runs it about three times slower.
+RUN_ONCE_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0}
 _BACKEND_OPTIONS = {"cpu": CPU_COMPILER_OPTIONS, "gpu": GPU_COMPILER_OPTIONS}
 
 

@@ -93,3 +93,15 @@ def test_float32_smoke():
         assert np.abs(values[:3] - pos[0]).max() < 5e-6, (f, values)
         assert np.abs(values[3:6] - vel[0]).max() < 3e-3, (f, values)
         assert values[6] < 2.0, (f, values)
+
+
+def test_free_body_without_multipliers_compiles_and_flies_straight():
+    """A free body has no constraint rows, hence empty multipliers, in the rA step and its
+    implicit derivatives (an empty operand of the derivative rule once broke XLA's compile of
+    the step). Without forces its centre of mass moves at constant velocity, exactly."""
+    model = dl.models.torque_free()
+    sol = dl.simulate(model, dl.BackwardEuler(), 0.0, 5e-3, 1e-3, saveat=dl.SaveAt(steps=True))
+    r0, v0 = np.asarray(model.r0), np.asarray(model.v0)
+    np.testing.assert_allclose(sol.position, r0 + np.asarray(sol.ts)[:, None, None] * v0, rtol=0, atol=1e-14)
+    R = np.asarray(sol.rotation[-1, 0])
+    np.testing.assert_allclose(R.T @ R, np.eye(3), atol=1e-13)

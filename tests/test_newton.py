@@ -118,3 +118,29 @@ def test_residual_test_and_iterates_outside_the_admissible_set():
     assert float(jnp.max(jnp.abs(_cubic(sol.value)))) <= 1e-13
     bad = newton_solve(lambda x, a: x - 2.0, jnp.zeros(2), None, newton, admissible=lambda x: jnp.all(x < 1.0))
     assert bad.result == dl.RESULTS.no_solution
+
+
+def test_implicit_derivatives_reach_closed_over_values_and_stay_out_of_forward_programs(monkeypatch):
+    """``x**3 + a x - p = 0`` with ``a`` an argument and ``p`` in the residual's closure:
+    ``dx/dp = 1 / (3 x^2 + a)``, ``dx/da = -x / (3 x^2 + a)``. The derivative rule (its linear
+    solve) is traced only when a derivative is taken."""
+    from difflie.numerics import linear
+
+    calls = []
+    tangent_solve = linear.tangent_solve
+    monkeypatch.setattr(linear, "tangent_solve", lambda g, y: calls.append(1) or tangent_solve(g, y))
+
+    def root(a, p):
+        return newton_solve(lambda x, a: x**3 + a * x - p, jnp.ones(1), a, Newton(tol=1e-14)).value[0]
+
+    a, p = 2.0, 3.0
+    jax.make_jaxpr(root)(a, p)
+    assert not calls
+    x = root(a, p)
+    d = 3 * x**2 + a
+    np.testing.assert_allclose(jax.grad(root, argnums=(0, 1))(a, p), [-x / d, 1 / d], rtol=1e-12)
+    np.testing.assert_allclose(jax.jvp(root, (a, p), (1.0, 2.0))[1], (-x + 2.0) / d, rtol=1e-12)
+    ps = jnp.array([1.0, 3.0, 10.0])
+    xs = jax.vmap(root, in_axes=(None, 0))(a, ps)
+    np.testing.assert_allclose(jax.vmap(jax.grad(root, argnums=1), in_axes=(None, 0))(a, ps), 1 / (3 * xs**2 + a), rtol=1e-12)
+    assert calls

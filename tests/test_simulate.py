@@ -302,3 +302,17 @@ def test_sub_chunk_keeps_stacked_states_small():
     assert _sub_chunk((jnp.zeros((1, 3, 3), jnp.float32),)) == 14
     assert _sub_chunk((jnp.zeros((4, 3, 3)),)) == 1  # four bodies: plain steps
     assert _sub_chunk((jnp.zeros(1),)) == 64  # capped by the scanned times
+
+
+def test_a_start_computed_beforehand_gives_the_same_run():
+    """``simulate(start=solver.init(...))``, as the command line runs it (the start compiled on
+    its own, without LLVM optimisation), equals the run that computes its own start."""
+    from difflie import xla
+    from difflie.models import double_pendulum
+    from difflie import GeneralizedAlpha
+
+    model, solver = double_pendulum(), GeneralizedAlpha()
+    start = xla.jit(lambda m: solver.init(m, 0.0, 1e-3), compiler_options=xla.RUN_ONCE_OPTIONS)(model)
+    plain, given = (simulate(model, solver, 0.0, 0.01, 1e-3, saveat=SaveAt(steps=True), start=s) for s in (None, start))
+    np.testing.assert_allclose(given.position, plain.position, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(given.angular_velocity, plain.angular_velocity, rtol=0, atol=1e-12)

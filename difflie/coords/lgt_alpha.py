@@ -13,7 +13,7 @@ solved for ``X`` by Newton on ``s (Vdot1 - f(t1, lgt(q0, X), V1))`` with ``s = b
 (iteration matrix ``jax.jacfwd`` of that residual, O(1) for every ``h``). The configuration
 never leaves the chart's coordinates and never passes through ``H(q)^-1``, so the step is
 singularity-free; it equals generalized-alpha on the group ``R q0 psi(X)`` for every chart.
-Gradients come from the implicit-function theorem (``lax.custom_root``).
+Gradients come from the implicit-function theorem (``difflie.numerics.newton.newton_solve``).
 """
 
 from __future__ import annotations

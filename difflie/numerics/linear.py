@@ -59,7 +59,7 @@ def solve(mat: Float[Array, "n n"], b: Float[Array, " n"]) -> Float[Array, " n"]
 
 def tangent_solve(g: Callable[[Float[Array, " n"]], Float[Array, " n"]], y: Float[Array, " n"]) -> Float[Array, " n"]:
     """``J^{-1} y`` with ``J`` the matrix of the linear map ``g``: the ``tangent_solve`` of
-    ``jax.lax.custom_root`` (implicit-function-theorem derivatives of a Newton solve)."""
+    ``difflie.numerics.newton.implicit_derivatives``: implicit-function-theorem derivatives of a Newton solve."""
     return solve(jax.jacfwd(g)(y), y)
 
 

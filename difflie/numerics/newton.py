@@ -23,7 +23,7 @@ callers is a policy, not a loop:
 
 ``newton_iterate`` runs without derivatives. ``implicit_derivatives`` attaches them to
 the root by the implicit-function theorem: with ``x*(p)`` defined by ``F(x*, p) = 0``,
-``dx*/dp = -J^{-1} dF/dp`` (``jax.lax.custom_root``), so differentiating a solve costs one
+``dx*/dp = -J^{-1} dF/dp`` (a custom JVP), so differentiating a solve costs one
 extra linear solve, whatever the number of iterations. ``newton_solve`` is the two together.
 """
 
@@ -368,16 +368,44 @@ def _zeros_like_shape(tree: PyTree) -> PyTree:
 
 def implicit_derivatives(fn: Callable[[PyTree, Any], PyTree], root: PyTree, args: Any, structure=None) -> PyTree:
     """``root`` (a root of ``fn(., args)`` found without derivatives) with the derivatives of the
-    root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp``; no cost in a forward run.
-    ``structure`` (a ``difflie.numerics.sparsity.Sparsity``): solve with ``J`` by blocks
-    instead of densely."""
+    root by the implicit-function theorem, ``dx*/dp = -J^{-1} dF/dp`` for ``p`` in ``args`` and
+    in ``fn``'s closure; no cost in a forward run. ``structure`` (a
+    ``difflie.numerics.sparsity.Sparsity``): solve with ``J`` by blocks instead of densely.
+
+    A custom JVP whose rule is traced only when a derivative is taken: a program without
+    derivatives holds none of it (``jax.lax.custom_root`` traces its linearised solve, a second
+    Jacobian, into every program)."""
     flat, unravel = ravel_pytree(jax.lax.stop_gradient(root))
+    arrays, static = eqx.partition(args, eqx.is_array)
 
-    def flat_fn(x):
-        return ravel_pytree(fn(unravel(x), args))[0]
+    def flat_fn(x, arrays):
+        return ravel_pytree(fn(unravel(x), eqx.combine(arrays, static)))[0]
 
+    # The traced values fn closes over become arguments, so that their tangents reach the rule.
+    converted, consts = jax.closure_convert(flat_fn, flat, arrays)
+    # Empty arrays (the multipliers of a model without constraint rows) carry no derivative and
+    # stay out of the rule's operands: XLA 0.10's CPU compiler loses the LAPACK calls' attributes
+    # in a program whose custom-JVP call takes an empty operand.
+    dynamic, empty = eqx.partition((arrays, consts), lambda a: eqx.is_array(a) and a.size > 0)
+    empty = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), empty)
     tangent_solve = linear.tangent_solve if structure is None else structure.tangent_solve
-    return unravel(jax.lax.custom_root(flat_fn, flat, lambda f, x: x, tangent_solve))
+
+    def residual(x, dynamic):
+        arrays, consts = eqx.combine(dynamic, empty)
+        return converted(x, arrays, *consts)
+
+    @jax.custom_jvp
+    def attach(x, dynamic):
+        return x
+
+    @attach.defjvp
+    def attach_jvp(primals, tangents):
+        x, dynamic = primals
+        _, rhs = jax.jvp(lambda d: residual(x, d), (dynamic,), (tangents[1],))
+        dx = tangent_solve(lambda v: jax.jvp(lambda z: residual(z, dynamic), (x,), (v,))[1], rhs)
+        return x, -dx
+
+    return unravel(attach(flat, dynamic))
 
 
 def newton_solve(

@@ -153,7 +153,7 @@ class Sparsity:
         return self.from_blocks(linear.solve_blocks(factors, self.to_blocks(b)))
 
     def tangent_solve(self, g: Callable[[Array], Array], y: Float[Array, " n"]) -> Float[Array, " n"]:
-        """``J^{-1} y`` for the linear map ``g`` of this structure (``jax.lax.custom_root``)."""
+        """``J^{-1} y`` for the linear map ``g`` of this structure (``difflie.numerics.newton.implicit_derivatives``)."""
         seeds = jnp.asarray(_block_diagonal(self.seeds), y.dtype)
         compressed = jax.vmap(g, in_axes=1, out_axes=1)(seeds)
         return self.solve(linear.factor_blocks(self.blocks(compressed)), y)

@@ -26,7 +26,7 @@ with ``z = M x = (z_b, z_a)`` and ``G = (B, A)``:
 term; used for the start it makes the method first order, ``initial_momentum="paper"``
 reproduces that). The step is solved by Newton from ``x = M^-1 target`` with the corrected
 closed-form Jacobian (Xu & Halse, §5, corrected) or the autodiff one; gradients through the solve
-come from the implicit-function theorem (``jax.lax.custom_root``).
+come from the implicit-function theorem (``difflie.numerics.newton.newton_solve``).
 
 **SO3xR3Variational.** The decoupled scheme: the Lee-Leok-McClamroch / Moser-Veselov
 discrete Euler-Poincare step for the rotation about the centre of mass (the rotational part
