@@ -63,7 +63,7 @@ import scipy.linalg  # noqa: E402
 import scipy.signal  # noqa: E402
 
 import difflie as dl  # noqa: E402
-from difflie.identify import InertiaParameters, JointMeasurements, fit, log_cholesky, windowed_joint_positions  # noqa: E402
+from difflie.identify import InertiaParameters, JointMeasurements, fit, windowed_joint_positions  # noqa: E402
 from difflie.io import RobotModelWarning  # noqa: E402
 from difflie.joint_space import LinearInterpolation, with_bodies  # noqa: E402
 
