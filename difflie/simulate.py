@@ -680,6 +680,8 @@ def simulate(
         if x is not None and not math.isfinite(x):
             raise ValueError(f"simulate: {name} must be finite, got {x}")
     solver.check_model(model)
+    if start is not None and not (isinstance(start, tuple) and len(start) == 2):
+        raise ValueError(f"simulate: start must be the pair (y0, solver_state) that solver.init returns, got {type(start).__name__}")
     if hasattr(model, "check_finite"):
         model.check_finite()
     dtype = jnp.result_type(*(x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)))

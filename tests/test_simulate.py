@@ -316,3 +316,5 @@ def test_a_start_computed_beforehand_gives_the_same_run():
     plain, given = (simulate(model, solver, 0.0, 0.01, 1e-3, saveat=SaveAt(steps=True), start=s) for s in (None, start))
     np.testing.assert_allclose(given.position, plain.position, rtol=0, atol=1e-14)
     np.testing.assert_allclose(given.angular_velocity, plain.angular_velocity, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="start must be the pair"):
+        simulate(model, solver, 0.0, 0.01, 1e-3, start=start[0])
