@@ -197,24 +197,35 @@ def check_memory(needed: float, limit: float | None) -> None:
         )
 
 
-def run_interruptibly(fn):
-    """``fn()`` in a worker thread: the main thread waits in short slices, so a Ctrl-C is handled
-    at once even while a compiled XLA computation (which cannot be interrupted) runs."""
+def in_thread(fn, name: str):
+    """Start ``fn()`` in a daemon thread; returns ``result()``, which waits for it in short
+    slices (a Ctrl-C in the main thread is handled at once) and returns its value or re-raises
+    its exception."""
     outcome = {}
 
     def target():
         try:
             outcome["value"] = fn()
-        except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+        except BaseException as err:  # noqa: BLE001 - re-raised by result()
             outcome["error"] = err
 
-    worker = threading.Thread(target=target, name="difflie-run", daemon=True)
+    worker = threading.Thread(target=target, name=name, daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+
+    def result():
+        while worker.is_alive():
+            worker.join(0.05)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result
+
+
+def run_interruptibly(fn):
+    """``fn()`` in a worker thread: the main thread waits in short slices, so a Ctrl-C is handled
+    at once even while a compiled XLA computation (which cannot be interrupted) runs."""
+    return in_thread(fn, "difflie-run")()
 
 
 def compile_fixed(model, solver, go, h: float):
@@ -233,24 +244,12 @@ def compile_fixed(model, solver, go, h: float):
     init = xla.jit(lambda m: solver.init(m, jnp.zeros((), dtype), jnp.asarray(h, dtype)),
                    compiler_options=xla.RUN_ONCE_OPTIONS).lower(model)  # fmt: skip
     t_lower = time.perf_counter() - t0
-    compiled_init = {}
-
-    def compile_init():
-        try:
-            compiled_init["value"] = init.compile()
-        except BaseException as err:  # noqa: BLE001 - re-raised below
-            compiled_init["error"] = err
-
-    worker = threading.Thread(target=compile_init, name="difflie-compile-start", daemon=True)
-    worker.start()
+    init_compiled = in_thread(init.compile, "difflie-compile-start")
     t = time.perf_counter()
     lowered = xla.jit(go).lower(model, init.out_info)
     t_lower += time.perf_counter() - t
-    worker.join()
-    if "error" in compiled_init:
-        raise compiled_init["error"]
+    start = init_compiled()(model)
     compiled = lowered.compile()
-    start = compiled_init["value"](model)
     return compiled, start, (t_lower, time.perf_counter() - t0 - t_lower)
 
 

@@ -307,9 +307,8 @@ def test_sub_chunk_keeps_stacked_states_small():
 def test_a_start_computed_beforehand_gives_the_same_run():
     """``simulate(start=solver.init(...))``, as the command line runs it (the start compiled on
     its own, without LLVM optimisation), equals the run that computes its own start."""
-    from difflie import xla
+    from difflie import GeneralizedAlpha, xla
     from difflie.models import double_pendulum
-    from difflie import GeneralizedAlpha
 
     model, solver = double_pendulum(), GeneralizedAlpha()
     start = xla.jit(lambda m: solver.init(m, 0.0, 1e-3), compiler_options=xla.RUN_ONCE_OPTIONS)(model)
