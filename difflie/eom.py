@@ -35,6 +35,7 @@ from jaxtyping import Array, Float
 
 from .lie import SE3, SO3xR3
 from .lie.ops import cross, hat, mtv, mv
+from .numerics import linear
 
 
 # -- mass properties ---------------------------------------------------------------------------
@@ -43,8 +44,8 @@ from .lie.ops import cross, hat, mtv, mv
 def inverse_mass(model) -> Float[Array, "nb 6 6"]:
     """Inverse spatial inertia; ``blockdiag(0, J_O^-1)`` for bodies with a fixed origin."""
     M = model.bodies.spatial_inertia()
-    free = jnp.linalg.inv(M)
-    pinned_rot = jnp.linalg.inv(model.bodies.inertia_about_origin())
+    free = linear.inv(M)
+    pinned_rot = linear.inv(model.bodies.inertia_about_origin())
     z = jnp.zeros_like(pinned_rot)
     pinned = jnp.concatenate(
         [jnp.concatenate([z, z], axis=-1), jnp.concatenate([z, pinned_rot], axis=-1)], axis=-2
@@ -133,7 +134,7 @@ class Cache(eqx.Module):
 def prepare(model, velocity: str) -> Cache:
     if velocity not in VELOCITIES:
         raise ValueError(f"velocity coordinates must be one of {VELOCITIES}, got {velocity!r}")
-    JOinv = jnp.linalg.inv(model.bodies.inertia_about_origin())
+    JOinv = linear.inv(model.bodies.inertia_about_origin())
     if velocity != "ulvc":
         return Cache(inverse_mass(model), None, None, JOinv, velocity)
     D, Di = ulvc_matrix(model.ulvc_lengths), ulvc_matrix_inverse(model.ulvc_lengths)

@@ -1,5 +1,10 @@
 """Dense solves of the implicit steps (difflie.numerics.linear): against numpy, derivatives
-against jnp.linalg.solve, float32, and a solve from kept factors has no pivot loop."""
+against jnp.linalg.solve, float32, a solve from kept factors has no pivot loop, and batches of
+LAPACK calls under vmap run in chunks that cannot hang jaxlib 0.10's thread pool."""
+
+import re
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -56,3 +61,66 @@ def test_tangent_solve_inverts_the_linear_map():
     np.testing.assert_allclose(
         linear.tangent_solve(lambda v: a @ v, b), np.linalg.solve(np.asarray(a), np.asarray(b)), rtol=1e-10, atol=1e-12
     )
+
+
+def _lapack_batches(fn, *args) -> list[int]:
+    """Batch sizes of the LAPACK calls in ``fn``'s compiled program."""
+    hlo = jax.jit(fn).lower(*args).compile().as_text()
+    calls = [line for line in hlo.splitlines() if 'custom_call_target="lapack_' in line]
+    return [int(re.search(r"= \(?f\d+\[(\d+),", line).group(1)) for line in calls if re.search(r"= \(?f\d+\[(\d+),\d+,\d+\]", line)]
+
+
+def test_a_vmap_hands_lapack_chunks_and_keeps_values_and_derivatives():
+    # 40 matrices of 24 x 24: 24^3 flops each, so at most 14 per LAPACK call, in 3 chunks (the
+    # last padded), where jaxlib 0.10 would split one call of 40 over its thread pool.
+    n, batch = 24, 40
+    mats = jnp.asarray(RNG.normal(size=(batch, n, n))) + 6.0 * jnp.eye(n)
+    rhs = jnp.asarray(RNG.normal(size=(batch, n)))
+    ref_inv = np.linalg.inv(np.asarray(mats))
+    np.testing.assert_allclose(jax.jit(jax.vmap(linear.inv))(mats), ref_inv, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(linear.inv(mats), ref_inv, rtol=1e-10, atol=1e-12)  # a stack, no vmap
+    x = jax.jit(jax.vmap(linear.solve))(mats, rhs)
+    np.testing.assert_allclose(x, np.linalg.solve(np.asarray(mats), np.asarray(rhs)[..., None])[..., 0], rtol=1e-10)
+    one = jax.jit(jax.vmap(linear.solve, (None, 0)))(mats[0], rhs)  # one matrix, many right-hand sides
+    np.testing.assert_allclose(one, np.linalg.solve(np.asarray(mats[0]), np.asarray(rhs).T).T, rtol=1e-10)
+    if linear._GUARD and linear._pool_threads() > 1:
+        assert max(_lapack_batches(jax.vmap(linear.inv), mats)) * n**3 < linear._SERIAL_WORK
+        assert max(_lapack_batches(jax.vmap(linear.solve, (None, 0)), mats[0], rhs), default=1) == 1
+
+    def loss(a, b):
+        return jnp.sum(jnp.sin(linear.solve(a, b))) + jnp.sum(linear.inv(a) ** 2)
+
+    def loss_ref(a, b):
+        return jnp.sum(jnp.sin(jnp.linalg.solve(a, b))) + jnp.sum(jnp.linalg.inv(a) ** 2)
+
+    grads = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1))))(mats, rhs)
+    refs = jax.vmap(jax.grad(loss_ref, argnums=(0, 1)))(mats, rhs)
+    for g, r in zip(grads, refs):
+        np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-12)
+    tangents = jax.vmap(lambda a, b: jax.jvp(lambda a: linear.solve(a, b), (a,), (jnp.ones_like(a),))[1])(mats, rhs)
+    refs = jax.vmap(lambda a, b: jax.jvp(lambda a: jnp.linalg.solve(a, b), (a,), (jnp.ones_like(a),))[1])(mats, rhs)
+    np.testing.assert_allclose(tangents, refs, rtol=1e-9, atol=1e-12)
+
+
+_CONCURRENT = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from difflie.numerics import linear
+rng = np.random.default_rng(0)
+a, b = (jnp.asarray(rng.normal(size=(64, 48, 48))) for _ in range(2))
+f = jax.jit(jax.vmap(lambda a, b: (linear.inv(a), linear.inv(b) @ linear.inv(a.T))))
+for _ in range(20):
+    x, y = jax.block_until_ready(f(a, b))
+print(float(jnp.max(jnp.abs(x @ a - jnp.eye(48)))))
+"""
+
+
+def test_concurrent_batched_inverses_do_not_hang_on_a_multicore_cpu():
+    # Independent batched inverses, run at once by XLA on two or more pool threads: with
+    # jnp.linalg.inv and jaxlib 0.10 this program hangs for good (every thread idle).
+    try:
+        out = subprocess.run([sys.executable, "-c", _CONCURRENT], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a vmap of two batched inverses hung (jaxlib's parallel batched LAPACK)")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert float(out.stdout.split()[-1]) < 1e-10

@@ -22,6 +22,7 @@ from jaxtyping import Array, Float, PyTree
 from .. import eom
 from ..lie import SO3xR3
 from ..lie import ops as _ops
+from ..numerics import linear
 from ..results import BodyState
 from .chart import AbstractChart
 from .local import LocalCoordinates
@@ -128,7 +129,7 @@ class AbsoluteModel(eqx.Module):
             return cls(chart, _PivotedAcceleration(chart), theta0, omega0, args, "mixed", model.body_names, pivot=pivot, com=com)
         q0 = jnp.concatenate([r0, theta0], axis=-1)
         V0 = jnp.concatenate([v0, omega0], axis=-1)
-        args = (model, jnp.linalg.inv(model.bodies.inertia))
+        args = (model, linear.inv(model.bodies.inertia))
         return cls(chart, _ModelAcceleration(chart), q0, V0, args, "mixed", model.body_names)
 
     @property

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from ..lie import ops as _ops
+from ..numerics import linear
 from .local import LocalCoordinates
 
 
@@ -78,7 +79,7 @@ class AbstractChart(eqx.Module):
 
     def H_inverse(self, theta: Float[Array, "*b dim"]) -> Float[Array, "*b dim 3"]:
         """``theta_dot = H_inverse(theta) omega_body`` (a right inverse for redundant charts)."""
-        return jnp.linalg.inv(self.H(theta))
+        return linear.inv(self.H(theta))
 
     # -- LGT maps -------------------------------------------------------------------------------
 

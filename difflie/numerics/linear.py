@@ -7,6 +7,19 @@ Dense matrices:
 kernels on CPU) at every solve, i.e. at every Newton iteration. A singular matrix gives
 non-finite solutions, which the Newton iterations report as a failure.
 
+**Batches of LAPACK calls on CPU.** jaxlib 0.10.0 to 0.11.0 split a batched LAPACK call
+(``getrf``, ``trsm``) of 2e5 flops or more into tasks on XLA's intra-op thread pool and
+block a pool thread until they are done; when XLA runs as many such calls at once as the pool
+has threads, the tasks never start and the program hangs with every thread idle (a ``vmap`` of
+``simulate`` over 16 chains of 32 bodies on two cores). jaxlib 0.11.1 dropped that path. For the
+releases that have it, on CPU, a ``vmap`` of the LAPACK calls here hands each call a batch of
+less work than that (a ``lax.map`` over chunks), which LAPACK runs on the calling thread: a
+``vmap`` of 1024 chains of 32 bodies runs on two cores instead of hanging, 12 % slower on one
+core than one unguarded call (``benchmarks/RESULTS.md``). The factors carry no derivatives:
+a solve is a ``jax.lax.custom_linear_solve`` with the matrix's product and an inverse has the
+rule ``d(A^{-1}) = -A^{-1} dA A^{-1}``, so both differentiate, forward and reverse, without
+passing through LAPACK, on every platform and release.
+
 Block-tridiagonal matrices (the multibody iteration matrix ordered by levels,
 ``difflie.numerics.sparsity``), with diagonal blocks ``D_k``, lower ``L_k`` (block row ``k``,
 column ``k-1``) and upper ``U_k`` (row ``k``, column ``k+1``): block Gaussian elimination,
@@ -20,36 +33,159 @@ the compiled program does not grow with their number.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
-Factors = tuple[Float[Array, "n n"], Float[Array, "n n"]]
+Factors = tuple[Float[Array, "n n"], Float[Array, "n n"], Float[Array, "n n"]]
+
+# jaxlib's kMinWorkPerTask: a batched LAPACK call with less work (counted as n^3 for getrf and
+# m^2 k for trsm) runs on the calling thread.
+_SERIAL_WORK = 200_000
+
+
+def _deadlocking_jaxlib() -> bool:
+    """Whether this jaxlib parallelises batched LAPACK calls on XLA's pool (module docstring)."""
+    import jaxlib
+
+    version = tuple(int(part) for part in jaxlib.__version__.split(".")[:3] if part.isdigit())
+    return (0, 10, 0) <= version < (0, 11, 1)
+
+
+_GUARD = _deadlocking_jaxlib()
+
+
+def _pool_threads() -> int:
+    """Threads of XLA's CPU pool, which JAX sizes from the process's CPU affinity; with one,
+    jaxlib runs every batch on the calling thread."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _serially_batched(fn: Callable, cost: int) -> Callable:
+    """``fn`` (LAPACK calls on single matrices, about ``cost`` flops), whose ``vmap`` hands
+    LAPACK batches of at most ``_SERIAL_WORK`` flops: a ``lax.map`` over chunks of the batch,
+    each chunk guarded again against an enclosing ``vmap``. Unchanged where the jaxlib or the
+    backend is not affected."""
+    if not _GUARD:
+        return fn
+
+    @jax.custom_batching.custom_vmap
+    def guarded(*args):
+        return fn(*args)
+
+    @guarded.def_vmap
+    def rule(axis_size, in_batched, *args):
+        # Unbatched operands stay so: jax batches a triangular solve with one matrix as one
+        # call with more columns.
+        in_axes = tuple(0 if b else None for b in in_batched)
+        batched = jax.vmap(fn, in_axes=in_axes)
+        per_call = max(1, (_SERIAL_WORK - 1) // max(cost, 1))
+        if jax.default_backend() != "cpu" or _pool_threads() == 1:
+            out = batched(*args)
+        elif axis_size <= per_call:
+            out = _serially_batched(batched, cost * axis_size)(*args)
+        else:
+            calls = -(-axis_size // per_call)
+            per_call = -(-axis_size // calls)  # as even as the chunks can be
+            pad = calls * per_call - axis_size
+            chunk = _serially_batched(batched, cost * per_call)
+
+            def split(a):  # padded with copies of the first entry (a valid matrix)
+                a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
+                return a.reshape(calls, per_call, *a.shape[1:])
+
+            def one(xs):
+                it = iter(xs)
+                return chunk(*(next(it) if b else a for a, b in zip(args, in_batched)))
+
+            out = jax.lax.map(one, tuple(split(a) for a, b in zip(args, in_batched) if b))
+            out = jax.tree.map(lambda o: o.reshape(calls * per_call, *o.shape[2:])[:axis_size], out)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return guarded
+
+
+def _getrf(mat: Float[Array, "n n"]) -> tuple[Float[Array, "n n"], Int[Array, " n"]]:
+    """Packed LU factors and the row permutation of ``P A = L U``."""
+    return _serially_batched(lambda a: jax.lax.linalg.lu(a)[::2], mat.shape[0] ** 3)(mat)
+
+
+def _trsm(a: Float[Array, "n n"], b: Float[Array, "n k"], lower: bool, transpose: bool, unit: bool) -> Float[Array, "n k"]:
+    """``op(T)^{-1} b`` for the lower or upper triangle ``T`` of ``a``."""
+
+    def fn(a, b):
+        return jax.lax.linalg.triangular_solve(
+            a, b, left_side=True, lower=lower, transpose_a=transpose, unit_diagonal=unit
+        )
+
+    return _serially_batched(fn, a.shape[0] ** 2 * b.shape[1])(a, b)
 
 
 def factor(mat: Float[Array, "n n"]) -> Factors:
-    """``(LU, P)``: the packed unit-lower and upper factors and the permutation matrix."""
-    lu, _, perm = jax.lax.linalg.lu(mat)
-    return lu, jax.nn.one_hot(perm, mat.shape[0], dtype=mat.dtype)
+    """``(A, LU, P)``: the matrix, its packed unit-lower and upper factors and the permutation
+    matrix of ``P A = L U``. Only ``A`` carries derivatives (module docstring)."""
+    lu, perm = _getrf(jax.lax.stop_gradient(mat))
+    return mat, lu, jax.nn.one_hot(perm, mat.shape[0], dtype=mat.dtype)
+
+
+def _lu_solve(lu, p, b):
+    """``A^{-1} b = U^{-1} L^{-1} P b`` for a matrix ``b``."""
+    pb = jnp.sum(p[:, :, None] * b[None, :, :], axis=1)  # broadcast-and-sum: fuses, unlike a small dot on CPU
+    return _trsm(lu, _trsm(lu, pb, lower=True, transpose=False, unit=True), lower=False, transpose=False, unit=False)
+
+
+def _lu_solve_transposed(lu, p, b):
+    """``A^{-T} b = P^T L^{-T} U^{-T} b`` for a matrix ``b``."""
+    y = _trsm(lu, b, lower=False, transpose=True, unit=False)
+    z = _trsm(lu, y, lower=True, transpose=True, unit=True)
+    return jnp.sum(p[:, :, None] * z[:, None, :], axis=0)
+
+
+def _solve_columns(factors: Factors, b: Float[Array, "n k"]) -> Float[Array, "n k"]:
+    mat, lu, p = factors
+    lu, p = jax.lax.stop_gradient(lu), jax.lax.stop_gradient(p)
+    return jax.lax.custom_linear_solve(
+        lambda x: mat @ x,
+        b,
+        solve=lambda _, r: _lu_solve(lu, p, r),
+        transpose_solve=lambda _, r: _lu_solve_transposed(lu, p, r),
+    )
 
 
 def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"]:
-    """``A^{-1} b`` from ``factor``'s result."""
-    lu, p = factors
-    pb = jnp.sum(p * b[None, :], axis=1)  # broadcast-and-sum: fuses, unlike a small dot on CPU
-    y = jax.lax.linalg.triangular_solve(lu, pb[:, None], left_side=True, lower=True, unit_diagonal=True)
-    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)[:, 0]
+    """``A^{-1} b`` from :func:`factor`'s result."""
+    return _solve_columns(factors, b[:, None])[:, 0]
 
 
 def inverse(factors: Factors) -> Float[Array, "n n"]:
-    """``A^{-1}`` from ``factor``'s result: for a matrix kept over many solves, where one
+    """``A^{-1}`` from :func:`factor`'s result: for a matrix kept over many solves, where one
     matrix-vector product is cheaper than two triangular solves."""
-    lu, p = factors
-    y = jax.lax.linalg.triangular_solve(lu, p, left_side=True, lower=True, unit_diagonal=True)
-    return jax.lax.linalg.triangular_solve(lu, y, left_side=True, lower=False)
+    return _inverse(*factors)
+
+
+@jax.custom_jvp
+def _inverse(mat, lu, p):
+    y = _trsm(lu, p, lower=True, transpose=False, unit=True)
+    return _trsm(lu, y, lower=False, transpose=False, unit=False)
+
+
+@_inverse.defjvp
+def _inverse_jvp(primals, tangents):
+    """``d(A^{-1}) = -A^{-1} dA A^{-1}``: products only, so reverse mode transposes it."""
+    a_inv = _inverse(*primals)
+    return a_inv, -a_inv @ tangents[0] @ a_inv
+
+
+def inv(mat: Float[Array, "*b n n"]) -> Float[Array, "*b n n"]:
+    """``A^{-1}`` of one matrix or of a stack of them (``jnp.linalg.inv``, guarded the same way)."""
+    fn = lambda a: inverse(factor(a))  # noqa: E731
+    for _ in range(mat.ndim - 2):
+        fn = jax.vmap(fn)
+    return fn(mat)
 
 
 def solve(mat: Float[Array, "n n"], b: Float[Array, " n"]) -> Float[Array, " n"]:

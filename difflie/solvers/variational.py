@@ -48,6 +48,7 @@ from jaxtyping import Array, Float
 from ..body import RigidBody
 from .. import eom
 from ..lie import SO3xR3, UnitDualQuaternion, cross, hat
+from ..numerics import linear
 from ..numerics.newton import Newton, newton_solve
 from ..results import BodyState
 from .base import AbstractSolver, StepStats
@@ -144,7 +145,7 @@ class FreeBody(eqx.Module):
 
     def energy(self, t, pose: UnitDualQuaternion, momentum) -> Float[Array, ""]:
         """``0.5 mu^T M^-1 mu + U(pose)``."""
-        kinetic = 0.5 * jnp.dot(momentum, jnp.linalg.solve(self._active_inertia(), momentum))
+        kinetic = 0.5 * jnp.dot(momentum, linear.solve(self._active_inertia(), momentum))
         potential = 0.0 if self.potential is None else self.potential(t, pose)
         return kinetic + potential
 
@@ -357,7 +358,7 @@ class _AbstractVariational(AbstractSolver):
     def _solve_rotation(self, J, target, dtype):
         """``(w I + S(Phi)) J Phi = target`` (the discrete Euler-Poincare step on S^3)."""
         jac = (lambda phi: _rotation_map_jacobian(J, phi)) if self.jacobian == "closed_form" else None
-        x0 = jnp.linalg.solve(J, target)
+        x0 = linear.solve(J, target)
         return _implicit_solve(
             lambda phi: _rotation_map(J, phi), jac, target, x0, self._rtol(dtype), self.max_iterations
         )
@@ -406,20 +407,20 @@ class DQVI(_AbstractVariational):
                 lambda x: discrete_momentum_map(M, x),
                 jac,
                 target,
-                jnp.linalg.solve(M, target),
+                linear.solve(M, target),
                 self._rtol(dtype),
                 self.max_iterations,
             )
             mu_minus = -(2.0 / h) * discrete_momentum_map(M, -x)
         pose1 = y0.pose.compose(chart(x))
-        tau1 = self._wrench(body, t1, pose1, jnp.linalg.solve(M, mu_minus))
+        tau1 = self._wrench(body, t1, pose1, linear.solve(M, mu_minus))
         y1 = VariationalState(pose1, mu_minus + 0.5 * h * tau1)
         stats = StepStats(evaluations=iterations + 1, newton_iterations=iterations)
         return y1, None, tau1, stats, result
 
     def twist(self, model, y: VariationalState) -> Float[Array, "6"]:
         """Body twist ``(v, omega)`` of the reference point: ``M^-1 mu``."""
-        return jnp.linalg.solve(as_free_body(model)._active_inertia(), y.momentum)
+        return linear.solve(as_free_body(model)._active_inertia(), y.momentum)
 
     def observe(self, model, y: VariationalState) -> BodyState:
         body = as_free_body(model)
@@ -468,7 +469,7 @@ class SO3xR3Variational(_AbstractVariational):
         """Pose and twist of the body reference frame from the decoupled state."""
         m, c, J = self._mass_com_inertia(body)
         R = pose.rotation
-        omega = jnp.linalg.solve(J, momentum[3:])
+        omega = linear.solve(J, momentum[3:])
         if body.pinned:
             ref, v_ref = pose.translation, jnp.zeros_like(omega)
         else:
@@ -521,7 +522,7 @@ class SO3xR3Variational(_AbstractVariational):
         body = as_free_body(model)
         m, c, J = self._mass_com_inertia(body)
         R = y.pose.rotation
-        omega = jnp.linalg.solve(J, y.momentum[3:])
+        omega = linear.solve(J, y.momentum[3:])
         if body.pinned:
             x, v = y.pose.translation + R @ c, R @ cross(omega, c)
         else:
@@ -533,7 +534,7 @@ class SO3xR3Variational(_AbstractVariational):
         body = as_free_body(model)
         m, c, J = self._mass_com_inertia(body)
         p, Pi = y.momentum[:3], y.momentum[3:]
-        kinetic = 0.5 * jnp.dot(p, p) / m + 0.5 * jnp.dot(Pi, jnp.linalg.solve(J, Pi))
+        kinetic = 0.5 * jnp.dot(p, p) / m + 0.5 * jnp.dot(Pi, linear.solve(J, Pi))
         ref_pose, _ = self._reference(body, y.pose, y.momentum)
         return kinetic + (0.0 if body.potential is None else body.potential(t, ref_pose))
 
