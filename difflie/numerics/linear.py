@@ -66,10 +66,10 @@ def _pool_threads() -> int:
 
 
 def _serially_batched(fn: Callable, cost: int) -> Callable:
-    """``fn`` (LAPACK calls on single matrices, about ``cost`` flops), whose ``vmap`` hands
-    LAPACK batches of at most ``_SERIAL_WORK`` flops: a ``lax.map`` over chunks of the batch,
-    each chunk guarded again against an enclosing ``vmap``. Unchanged where the jaxlib or the
-    backend is not affected."""
+    """``fn`` (LAPACK calls on single matrices, about ``cost`` flops), whose ``vmap`` on CPU
+    hands LAPACK batches of less than ``_SERIAL_WORK`` flops: a ``lax.map`` over chunks of the
+    batch, each chunk guarded again against an enclosing ``vmap``. ``fn`` itself where the
+    jaxlib is not affected."""
     if not _GUARD:
         return fn
 
@@ -84,7 +84,7 @@ def _serially_batched(fn: Callable, cost: int) -> Callable:
         in_axes = tuple(0 if b else None for b in in_batched)
         batched = jax.vmap(fn, in_axes=in_axes)
         per_call = max(1, (_SERIAL_WORK - 1) // max(cost, 1))
-        if jax.default_backend() != "cpu" or _pool_threads() == 1:
+        if _pool_threads() == 1:
             out = batched(*args)
         elif axis_size <= per_call:
             out = _serially_batched(batched, cost * axis_size)(*args)
@@ -98,12 +98,16 @@ def _serially_batched(fn: Callable, cost: int) -> Callable:
                 a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]) if pad else a
                 return a.reshape(calls, per_call, *a.shape[1:])
 
-            def one(xs):
-                it = iter(xs)
-                return chunk(*(next(it) if b else a for a, b in zip(args, in_batched)))
+            def chunked(*args):
+                def one(xs):
+                    it = iter(xs)
+                    return chunk(*(next(it) if b else a for a, b in zip(args, in_batched)))
 
-            out = jax.lax.map(one, tuple(split(a) for a, b in zip(args, in_batched) if b))
-            out = jax.tree.map(lambda o: o.reshape(calls * per_call, *o.shape[2:])[:axis_size], out)
+                out = jax.lax.map(one, tuple(split(a) for a, b in zip(args, in_batched) if b))
+                return jax.tree.map(lambda o: o.reshape(calls * per_call, *o.shape[2:])[:axis_size], out)
+
+            # Chunks on CPU only: a GPU's solvers batch without a thread pool.
+            out = jax.lax.platform_dependent(*args, cpu=chunked, default=batched)
         return out, jax.tree.map(lambda _: True, out)
 
     return guarded
