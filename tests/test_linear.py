@@ -79,6 +79,9 @@ def test_a_vmap_hands_lapack_chunks_and_keeps_values_and_derivatives():
     ref_inv = np.linalg.inv(np.asarray(mats))
     np.testing.assert_allclose(jax.jit(jax.vmap(linear.inv))(mats), ref_inv, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(linear.inv(mats), ref_inv, rtol=1e-10, atol=1e-12)  # a stack, no vmap
+    single = jax.jit(jax.vmap(linear.inv))(mats.astype(jnp.float32))
+    assert single.dtype == jnp.float32
+    np.testing.assert_allclose(single, ref_inv, rtol=1e-3, atol=1e-4)
     x = jax.jit(jax.vmap(linear.solve))(mats, rhs)
     np.testing.assert_allclose(x, np.linalg.solve(np.asarray(mats), np.asarray(rhs)[..., None])[..., 0], rtol=1e-10)
     one = jax.jit(jax.vmap(linear.solve, (None, 0)))(mats[0], rhs)  # one matrix, many right-hand sides

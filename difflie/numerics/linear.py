@@ -149,20 +149,17 @@ def _lu_solve_transposed(lu, p, b):
     return jnp.sum(p[:, :, None] * z[:, None, :], axis=0)
 
 
-def _solve_columns(factors: Factors, b: Float[Array, "n k"]) -> Float[Array, "n k"]:
+def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"]:
+    """``A^{-1} b`` from :func:`factor`'s result (derivatives through ``A``'s product)."""
     mat, lu, p = factors
     lu, p = jax.lax.stop_gradient(lu), jax.lax.stop_gradient(p)
-    return jax.lax.custom_linear_solve(
+    x = jax.lax.custom_linear_solve(
         lambda x: mat @ x,
-        b,
+        b[:, None],
         solve=lambda _, r: _lu_solve(lu, p, r),
         transpose_solve=lambda _, r: _lu_solve_transposed(lu, p, r),
     )
-
-
-def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"]:
-    """``A^{-1} b`` from :func:`factor`'s result."""
-    return _solve_columns(factors, b[:, None])[:, 0]
+    return x[:, 0]
 
 
 def inverse(factors: Factors) -> Float[Array, "n n"]:
