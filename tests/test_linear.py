@@ -66,8 +66,8 @@ def test_tangent_solve_inverts_the_linear_map():
 def _lapack_batches(fn, *args) -> list[int]:
     """Batch sizes of the LAPACK calls in ``fn``'s compiled program."""
     hlo = jax.jit(fn).lower(*args).compile().as_text()
-    calls = [line for line in hlo.splitlines() if 'custom_call_target="lapack_' in line]
-    return [int(re.search(r"= \(?f\d+\[(\d+),", line).group(1)) for line in calls if re.search(r"= \(?f\d+\[(\d+),\d+,\d+\]", line)]
+    batched = (re.search(r"= \(?f\d+\[(\d+),\d+,\d+\]", line) for line in hlo.splitlines() if 'custom_call_target="lapack_' in line)
+    return [int(m.group(1)) for m in batched if m]
 
 
 def test_a_vmap_hands_lapack_chunks_and_keeps_values_and_derivatives():

@@ -14,8 +14,9 @@ has threads, the tasks never start and the program hangs with every thread idle 
 ``simulate`` over 16 chains of 32 bodies on two cores). jaxlib 0.11.1 dropped that path. For the
 releases that have it, on CPU, a ``vmap`` of the LAPACK calls here hands each call a batch of
 less work than that (a ``lax.map`` over chunks), which LAPACK runs on the calling thread: a
-``vmap`` of 1024 chains of 32 bodies runs on two cores instead of hanging, 12 % slower on one
-core than one unguarded call (``benchmarks/RESULTS.md``). The factors carry no derivatives:
+``vmap`` of 1024 chains of 32 bodies runs on two cores instead of hanging. With a one-thread
+pool (one core, or ``taskset -c 0``) jaxlib never splits a batch and the guard steps aside;
+where it acts, the chunks cost 5-12 % (``benchmarks/RESULTS.md``). The factors carry no derivatives:
 a solve is a ``jax.lax.custom_linear_solve`` with the matrix's product and an inverse has the
 rule ``d(A^{-1}) = -A^{-1} dA A^{-1}``, so both differentiate, forward and reverse, without
 passing through LAPACK, on every platform and release.
