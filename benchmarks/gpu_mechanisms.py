@@ -23,7 +23,8 @@
 ``--options NAME`` merges one of ``GPU_OPTIONS`` into ``difflie.xla.jit``'s options (XLA's
 per-compilation debug options), to compare compile times: ``xla-default`` turns XLA's fusion
 autotuner back on (``difflie.xla.GPU_COMPILER_OPTIONS`` turns it off).
-``--solvers all`` runs every solver of a kind at its first size (default: the first solver only).
+``--solvers all`` runs every solver of a kind at its first size (default: the first solver only);
+any other word runs, at every size, the solvers whose label holds it (``--solvers batch_axis``).
 The batches are ``jax.vmap(..., axis_name="batch")``; the solvers marked ``batch_axis`` name it,
 so that modified Newton rebuilds its kept matrices for the batch together
 (``difflie.numerics.newton.Newton``).
@@ -162,7 +163,7 @@ def main():
     p.add_argument("--write-g1-scenario", default=None, help="write that .npz (needs Pinocchio) and stop")
     p.add_argument("--pinocchio-us", type=float, default=None)
     p.add_argument("--options", choices=list(GPU_OPTIONS), default="difflie")
-    p.add_argument("--solvers", choices=["first", "all"], default="first")
+    p.add_argument("--solvers", default="first", help="first, all, or a word of the solvers' labels")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--budget", type=float, default=300.0)
     args = p.parse_args()
@@ -180,6 +181,9 @@ def main():
     for kind, (solvers, sizes) in KINDS.items():
         first, *rest = solvers
         sizes = getattr(args, sizes)
+        if args.solvers not in ("first", "all"):
+            jobs += [(kind, s, n) for s in solvers if args.solvers in s for n in sizes]
+            continue
         jobs += [(kind, first, n) for n in sizes]
         if args.solvers == "all":
             jobs += [(kind, s, n) for s in rest for n in sizes[:1]]  # the rest at the first size
