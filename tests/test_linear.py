@@ -1,6 +1,7 @@
 """Dense solves of the implicit steps (difflie.numerics.linear): against numpy, derivatives
-against jnp.linalg.solve, float32, a solve from kept factors has no pivot loop, and batches of
-LAPACK calls under vmap run in chunks that cannot hang jaxlib 0.10's thread pool."""
+against jnp.linalg.solve, float32, a solve from kept factors has no pivot loop, small inverses
+by Gauss-Jordan, and batches of LAPACK calls under vmap run in chunks that cannot hang jaxlib
+0.10's thread pool."""
 
 import re
 import subprocess
@@ -61,6 +62,31 @@ def test_tangent_solve_inverts_the_linear_map():
     np.testing.assert_allclose(
         linear.tangent_solve(lambda v: a @ v, b), np.linalg.solve(np.asarray(a), np.asarray(b)), rtol=1e-10, atol=1e-12
     )
+
+
+_INV = jax.jit(linear.inv)
+
+
+@pytest.mark.parametrize("n", [2, 12, 32, 40])
+def test_one_inverse_matches_numpy_by_gauss_jordan_up_to_32_rows(n):
+    # KKT-like matrices need row pivoting; up to 32 rows one inverse on CPU is a Gauss-Jordan
+    # loop (no LAPACK call in the program), above that LAPACK's.
+    a, _ = _system(n)
+    ref = np.linalg.inv(np.asarray(a))
+    np.testing.assert_allclose(_INV(a), ref, rtol=1e-9, atol=1e-11 * np.abs(ref).max())
+    hlo = _INV.lower(a).compile().as_text()
+    assert ("lapack_" in hlo) == (n > linear._GAUSS_JORDAN_MAX or jax.default_backend() != "cpu")
+    grad = jax.grad(lambda a: jnp.sum(jnp.sin(linear.inv(a))))(a)
+    ref_grad = jax.grad(lambda a: jnp.sum(jnp.sin(jnp.linalg.inv(a))))(a)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-8, atol=1e-11 * np.abs(ref_grad).max())
+
+
+def test_one_inverse_in_float32_and_of_a_singular_matrix():
+    a, _ = _system(12, np.float32)
+    a_inv = _INV(a)
+    assert a_inv.dtype == jnp.float32
+    np.testing.assert_allclose(a_inv @ a, np.eye(12), atol=1e-3)
+    assert not np.all(np.isfinite(_INV(jnp.ones((6, 6)))))  # reported as a failure by Newton
 
 
 def _lapack_batches(fn, *args) -> list[int]:
