@@ -114,7 +114,6 @@ def test_bad_batches():
 
 _SHARDED = textwrap.dedent(
     """
-    import equinox as eqx
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
     assert len(jax.devices()) == 2, jax.devices()

@@ -49,7 +49,7 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Float
 
 Factors = tuple[Float[Array, "n n"], Float[Array, "n n"], Float[Array, "n n"]]
 
@@ -127,9 +127,10 @@ def _serially_batched(fn: Callable, cost: int) -> Callable:
     return guarded
 
 
-def _getrf(mat: Float[Array, "n n"]) -> tuple[Float[Array, "n n"], Int[Array, " n"]]:
-    """Packed LU factors and the row permutation of ``P A = L U``."""
-    return _serially_batched(lambda a: jax.lax.linalg.lu(a)[::2], mat.shape[0] ** 3)(mat)
+def _getrf(mat: Float[Array, "n n"]) -> tuple[Float[Array, "n n"], Float[Array, "n n"]]:
+    """Packed LU factors and the permutation matrix of ``P A = L U``."""
+    lu, perm = _serially_batched(lambda a: jax.lax.linalg.lu(a)[::2], mat.shape[0] ** 3)(mat)
+    return lu, jax.nn.one_hot(perm, mat.shape[0], dtype=mat.dtype)
 
 
 def _trsm(a: Float[Array, "n n"], b: Float[Array, "n k"], lower: bool, transpose: bool, unit: bool) -> Float[Array, "n k"]:
@@ -146,23 +147,29 @@ def _trsm(a: Float[Array, "n n"], b: Float[Array, "n k"], lower: bool, transpose
 def factor(mat: Float[Array, "n n"]) -> Factors:
     """``(A, LU, P)``: the matrix, its packed unit-lower and upper factors and the permutation
     matrix of ``P A = L U``. Only ``A`` carries derivatives (module docstring)."""
-    lu, perm = _getrf(jax.lax.stop_gradient(mat))
-    return mat, lu, jax.nn.one_hot(perm, mat.shape[0], dtype=mat.dtype)
+    return mat, *_getrf(jax.lax.stop_gradient(mat))
 
 
 def _dot(a: Float[Array, "n k"], b: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
     """``a @ b``; for a small matrix ``a`` a broadcast-and-sum, which XLA fuses with its
     neighbours, where a small dot is a call of its own on CPU (the elimination of 256 blocks of
     9 x 9: 500 against 750 us; of 16 x 16 and larger the dot is faster)."""
-    if max(a.shape) > _FUSED_DOT_MAX:
-        return a @ b
+    return a @ b if max(a.shape) > _FUSED_DOT_MAX else _fused_dot(a, b)
+
+
+def _fused_dot(a: Float[Array, "n k"], b: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
+    """``a @ b`` as a broadcast-and-sum, at any size."""
     return jnp.sum(a[:, :, None] * b[None], axis=1) if b.ndim == 2 else jnp.sum(a * b, axis=1)
+
+
+def _lu_apply(lu: Float[Array, "n n"], pb: Float[Array, "n k"]) -> Float[Array, "n k"]:
+    """``U^{-1} L^{-1} pb``: two triangular solves with the packed factors."""
+    return _trsm(lu, _trsm(lu, pb, lower=True, transpose=False, unit=True), lower=False, transpose=False, unit=False)
 
 
 def _lu_solve(lu, p, b):
     """``A^{-1} b = U^{-1} L^{-1} P b`` for a matrix ``b``."""
-    pb = jnp.sum(p[:, :, None] * b[None, :, :], axis=1)  # broadcast-and-sum: fuses, unlike a small dot on CPU
-    return _trsm(lu, _trsm(lu, pb, lower=True, transpose=False, unit=True), lower=False, transpose=False, unit=False)
+    return _lu_apply(lu, _fused_dot(p, b))
 
 
 def _lu_solve_transposed(lu, p, b):
@@ -187,9 +194,8 @@ def solve_factored(factors: Factors, b: Float[Array, " n"]) -> Float[Array, " n"
 
 def _lapack_inverse(mat: Float[Array, "n n"]) -> Float[Array, "n n"]:
     """``A^{-1} = U^{-1} L^{-1} P`` from LAPACK's LU (no derivatives: see :func:`inv`)."""
-    lu, perm = _getrf(mat)
-    p = jax.nn.one_hot(perm, mat.shape[0], dtype=mat.dtype)
-    return _trsm(lu, _trsm(lu, p, lower=True, transpose=False, unit=True), lower=False, transpose=False, unit=False)
+    lu, p = _getrf(mat)
+    return _lu_apply(lu, p)
 
 
 def _gauss_jordan(mat: Float[Array, "n n"]) -> Float[Array, "n n"]:
