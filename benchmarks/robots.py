@@ -3,7 +3,7 @@ the time to simulate at that accuracy; a vmap batch of Pandas.
 
     python benchmarks/robots.py [--quick] [--robots panda g1] [--tol 1e-6] [--t1 0.2]
                                 [--batch 4096] [--batch-steps 10] [--repeats 5] [--json FILE]
-                                [--batch-only]
+                                [--batch-only] [--cpu-devices N]
 
 Robots (``example-robot-data``): the Franka Panda (fixed base, 7 arm joints and 2 fingers, 9
 bodies, 45 constraint rows) from the bent pose of ``tests/test_robots.py`` with its joint rates
@@ -24,11 +24,14 @@ Timing: difflie compiled with ``difflie.xla.jit`` (a whole ``simulate``), after 
 same rollout in Python (RK4 step: four ``pin.aba`` calls and NumPy), single thread, median of 9; and the
 floor of a compiled RK4, four times the median time of one ``pin.aba`` call.
 
-Batch: ``jax.vmap`` over 4096 Pandas whose initial joint positions differ (uniform +-0.1 rad
-about the bent pose, placed by ``difflie.joint_space.with_joint_state``),
-``GeneralizedAlpha(block_size=24)`` and ``GeneralizedAlpha(newton="modified", block_size=24,
-batch_axis="batch")`` at the step found above, ``--batch-steps`` steps; body-steps/s and
-system-steps/s against Pinocchio's single-system rate (per step). ``--batch-only``: the batch
+Batch (``difflie.batch.simulate_batch``): 4096 Pandas whose initial joint positions differ
+(uniform +-0.1 rad about the bent pose, placed by ``difflie.joint_space.with_joint_state``) at
+the step found above; ``GeneralizedAlpha(newton="modified", block_size=24)`` as one vmap and
+in chunks of 4, then modified and full Newton in chunks of 4 split across ``--cpu-devices`` CPU
+devices (default: one per core). The steady rate is ``(T(5k) - T(k)) / 4k`` for runs of ``k = --batch-steps``
+and ``5k`` steps, which leaves out each run's start (consistent initial state, first matrix),
+reported apart per system; one Panda is measured the same way. Body-steps/s, system-steps/s
+and their ratio to Pinocchio's single-system rate (per step). ``--batch-only``: the batch
 alone, at the step of the accuracy study (0.2/560 s).
 """
 
@@ -316,35 +319,62 @@ def bench_robot(s, args, rows):
 
 
 def bench_batch(s, args, rows, pin_step_us):
+    """The Panda batch's steady rate: ``T(5k) - T(k)`` over ``4k`` steps (``k = --batch-steps``),
+    which leaves out each run's start (consistent initial state, first matrix), given apart per
+    system as ``T(k) - k`` steps; a single Panda measured the same way over ``8k`` and ``40k``
+    steps (its start, ~25 steps, would blur a shorter difference)."""
     model, n_batch = s["model"], args.batch
     h = args.t1 / s.get("ga_steps", PANDA_GA_STEPS)
-    steps = args.batch_steps
-    q0, qd0 = panda_batch_state(s["q0"], s["v0"], n_batch)
-    # Full Newton in blocks of 24, and modified Newton with the vmap axis named (its kept
-    # matrices rebuilt for the batch together; without the name, vmap turns the rebuild's
-    # lax.cond into a select that builds a matrix at every iteration: 1.2 ms per system-step
-    # for 256 Pandas on one core, against 0.39 ms named and 0.65 ms full).
-    variants = [("GeneralizedAlpha(block_size=24)", dl.GeneralizedAlpha(block_size=24)),
-                ('GeneralizedAlpha(newton="modified", block_size=24, batch_axis="batch")',
-                 dl.GeneralizedAlpha(newton="modified", block_size=24, batch_axis="batch"))]  # fmt: skip
-    for label, solver in variants:
-        def run(q, qd, solver=solver):
-            def end(a, b):
-                return dl.simulate(with_joint_state(model, a, b), solver, 0.0, steps * h, h).position[-1]
+    k = args.batch_steps
+    q0, qd0 = (jnp.asarray(x) for x in panda_batch_state(s["q0"], s["v0"], n_batch))
+    devices = jax.devices("cpu")
+    modified = dl.GeneralizedAlpha(newton="modified", block_size=24)
+    variants = [("modified Newton, one vmap", modified, {}),
+                ("modified Newton, chunks of 4", modified, dict(chunk_size=4)),
+                (f"modified Newton, chunks of 4 on {len(devices)} CPU devices", modified, dict(chunk_size=4, devices=devices)),
+                (f"full Newton, chunks of 4 on {len(devices)} CPU devices", dl.GeneralizedAlpha(block_size=24),
+                 dict(chunk_size=4, devices=devices))]  # fmt: skip
+    if len(devices) == 1:
+        del variants[2]
 
-            return jax.vmap(end, axis_name="batch")(q, qd)
+    def rate(make, args_, k):
+        """(steady s per step, start s, compile s) of the program ``make(steps)`` over ``k`` and
+        ``5k`` steps."""
+        times, compile_s = [], 0.0
+        for steps in (k, 5 * k):
+            t = time.perf_counter()
+            compiled = dl.xla.jit(make(steps)).lower(*args_).compile()
+            compile_s += time.perf_counter() - t
+            times.append(timed(lambda: compiled(*args_), max(1, args.repeats // 2)))
+        per_step = (times[1] - times[0]) / (4 * k)
+        return per_step, times[0] - k * per_step, compile_s
 
-        t = time.perf_counter()
-        compiled = dl.xla.jit(run).lower(q0, qd0).compile()
-        ct = time.perf_counter() - t
-        dt = timed(lambda: compiled(q0, qd0), max(1, args.repeats // 2)) / steps
+    single = {}  # id(solver): its single Panda's steady s per step
+    for label, solver, kw in variants:
+        if id(solver) not in single:
+            def one(steps, solver=solver):
+                return lambda q, qd: dl.simulate(with_joint_state(model, q, qd), solver, 0.0, steps * h, h).position[-1]
+
+            single[id(solver)], start1, _ = rate(one, (q0[0], qd0[0]), 8 * k)
+            print(f"  one Panda, {label.split(',')[0]}: {single[id(solver)] * 1e6:.1f} us per step, start {start1 * 1e3:.2f} ms", flush=True)
+        s1 = single[id(solver)]
+
+        def batch(steps, solver=solver, kw=kw):
+            def run(q, qd):
+                return dl.batch.simulate_batch((q, qd), solver, 0.0, steps * h, h, **kw,
+                                               make_model=lambda p: with_joint_state(model, *p)).position[:, -1]  # fmt: skip
+
+            return run
+
+        dt, start, ct = rate(batch, (q0, qd0), k)
         sys_rate = n_batch / dt
         rows.append(dict(robot=f"{n_batch} x {s['name']}", method=label, batch=n_batch, step_ms=dt * 1e3,
                          system_steps_per_s=sys_rate, body_steps_per_s=sys_rate * model.num_bodies,
+                         x_single=dt / n_batch / s1, start_ms=start / n_batch * 1e3,
                          x_pinocchio=sys_rate * pin_step_us * 1e-6, compile_s=ct))  # fmt: skip
-        print(f"  batch {n_batch} {label}: {dt * 1e3:.1f} ms per batch step, {sys_rate:.4g} system-steps/s, "
-              f"{sys_rate * model.num_bodies:.4g} body-steps/s, x{sys_rate * pin_step_us * 1e-6:.3f} Pinocchio; "
-              f"compile {ct:.1f} s", flush=True)
+        print(f"  batch {n_batch} {label}: {dt * 1e3:.1f} ms per batch step ({dt / n_batch / s1:.2f}x one Panda per system), "
+              f"{sys_rate:.4g} system-steps/s, x{sys_rate * pin_step_us * 1e-6:.2f} Pinocchio; start "
+              f"{start / n_batch * 1e3:.2f} ms per system; compile {ct:.1f} s", flush=True)
 
 
 def main():
@@ -354,13 +384,16 @@ def main():
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--t1", type=float, default=0.2)
     p.add_argument("--batch", type=int, default=4096)
-    p.add_argument("--batch-steps", type=int, default=5)
+    p.add_argument("--batch-steps", type=int, default=5, help="k: the batch runs k and 5k steps")
+    p.add_argument("--cpu-devices", type=int, default=os.cpu_count(),
+                   help="CPU devices (jax_num_cpu_devices) the chunked batches are split across")
     p.add_argument("--max-steps", type=int, default=4000, help="run the predicted step only up to this many steps")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", default=None, help="append the rows to this file (JSON lines)")
     p.add_argument("--batch-only", action="store_true",
                    help="the Panda batch alone, at the step the accuracy study finds (0.2/560 s), beside Pinocchio's RK4 step")
     args = p.parse_args()
+    jax.config.update("jax_num_cpu_devices", args.cpu_devices)
     if args.quick:
         args.batch, args.repeats = min(args.batch, 1024), 3
     print(f"jax {jax.__version__}, pinocchio {pin.__version__}, {os.cpu_count()} CPUs, "
@@ -390,11 +423,12 @@ def main():
         print(f"| {r['robot']} | {r['method']} | {r['steps']} | {err} | {r['step_us']:.1f}{extra} | {r['step_us'] * r['steps'] * 1e-3:.4g} |")
     batch = [r for r in rows if "batch" in r]
     if batch:
-        print("\n| batch | method | ms per batch step | system-steps/s | body-steps/s | x Pinocchio single system (per step) |")
-        print("|---|---|---:|---:|---:|---:|")
+        print("\n| batch | method | ms per batch step | system-steps/s | body-steps/s | "
+              "x Pinocchio single system (per step) | start, ms per system |")
+        print("|---|---|---:|---:|---:|---:|---:|")
         for r in batch:
             print(f"| {r['robot']} | {r['method']} | {r['step_ms']:.1f} | {r['system_steps_per_s']:.3g} | "
-                  f"{r['body_steps_per_s']:.3g} | {r['x_pinocchio']:.2f} |")
+                  f"{r['body_steps_per_s']:.3g} | {r['x_pinocchio']:.2f} | {r['start_ms']:.2f} |")
     if args.json:
         with open(args.json, "a") as fh:
             for r in rows:

@@ -9,7 +9,9 @@ array leaf's leading axis), ``stack`` (models or parameters of equal structure i
 batched pytree) and ``shard`` (place the batch axis across devices with a
 ``jax.sharding.NamedSharding`` on a one-dimensional mesh; XLA then partitions the batched
 computation, so the same code runs on one CPU, several GPUs or, after
-``jax.distributed.initialize()``, several hosts).
+``jax.distributed.initialize()``, several hosts). ``simulate_batch(..., devices=...)`` splits the
+batch itself (``jax.shard_map``), each device running its share in cache-sized chunks: the
+fastest form on CPU cores.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def simulate_batch(
     *,
     make_model: Callable[[Any], Any] | None = None,
     chunk_size: int | None = None,
+    devices: Mesh | Sequence[Any] | None = None,
     **kwargs,
 ) -> Solution:
     """``simulate`` over the leading axis of every array leaf of ``params``.
@@ -68,36 +71,56 @@ def simulate_batch(
     are shared by the batch. Returns a ``Solution`` whose arrays have a leading batch axis.
 
     ``chunk_size``: run the batch as a sequential ``lax.map`` over vmapped chunks of this size
-    instead of one vmap. On CPU, XLA splits element-wise kernels over large arrays into
-    thread-pool tasks, whose dispatch dominates these small per-step kernels: chunks of about
-    128 were 10-40x faster than one vmap over 4096 heavy tops on a loaded 2-core machine
-    (``benchmarks/throughput.py``). Leave it ``None`` on GPUs and for sharded batches.
+    instead of one vmap. On CPU a vmap over many systems streams every small kernel over the
+    whole batch, out of cache; chunks keep it in cache: 128 heavy tops per chunk were 10-40x
+    faster than one vmap over 4096 (``benchmarks/throughput.py``); a chunk of 4 Pandas costs per
+    system about what one Panda costs alone, one vmap over 1024 2.2x that
+    (``benchmarks/robots.py``). Leave it ``None`` on GPUs.
+
+    ``devices``: split the batch across these devices (a one-dimensional ``Mesh`` from
+    ``mesh``, or a list of devices), each running its share, chunked by ``chunk_size``, with
+    ``jax.shard_map``; the batch size must be a multiple of their number. On CPU,
+    ``jax.config.update("jax_num_cpu_devices", k)`` before JAX's first use gives ``k`` CPU
+    devices, one per core: XLA runs a CPU program's small kernels on one core otherwise.
+    Without ``devices`` a batch placed by ``shard`` is partitioned by XLA (unchunked only).
 
     An implicit solver whose ``batch_axis`` is ``None`` gets this vmap's axis (``BATCH_AXIS``):
-    with modified Newton its kept matrices are then rebuilt for the batch together, when any
-    system needs one (``difflie.numerics.newton.Newton``), not at every iteration.
+    with modified Newton its kept matrices are then rebuilt for the batch (or chunk) together,
+    when any system needs one (``difflie.numerics.newton.Newton``), not at every iteration.
     """
     n = batch_size(params)
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
+        raise ValueError(f"simulate_batch: chunk_size must be a positive int or None, got {chunk_size!r}")
     build = (lambda p: p) if make_model is None else make_model
     if getattr(solver, "batch_axis", BATCH_AXIS) is None:
         solver = dataclasses.replace(solver, batch_axis=BATCH_AXIS)
-
-    def one(p):
-        return simulate(build(p), solver, t0, t1, dt, **kwargs)
-
-    if chunk_size is None:
-        return eqx.filter_vmap(one, axis_name=BATCH_AXIS)(params)
-    if not (isinstance(chunk_size, int) and chunk_size >= 1):
-        raise ValueError(f"simulate_batch: chunk_size must be a positive int or None, got {chunk_size!r}")
     arrays, static = eqx.partition(params, eqx.is_array)
-    whole, rest = divmod(n, chunk_size)
-    chunk = jax.vmap(lambda a: one(eqx.combine(a, static)), axis_name=BATCH_AXIS)
+
+    def run(arrays):
+        one = jax.vmap(lambda a: simulate(build(eqx.combine(a, static)), solver, t0, t1, dt, **kwargs), axis_name=BATCH_AXIS)
+        return one(arrays) if chunk_size is None else _chunked(one, arrays, chunk_size)
+
+    if devices is None:
+        return run(arrays)
+    m = devices if isinstance(devices, Mesh) else mesh(devices)
+    if n % m.devices.size:
+        raise ValueError(f"simulate_batch: batch size {n} is not a multiple of the {m.devices.size} devices")
+    spec = PartitionSpec(m.axis_names[0])
+    # check_vma=False: the model's own scans (forward kinematics, chains) carry values that are
+    # the same on every device into per-device loops, which the check would refuse.
+    return jax.shard_map(run, mesh=m, in_specs=spec, out_specs=spec, check_vma=False)(arrays)
+
+
+def _chunked(fn: Callable[[Any], Any], arrays: Any, size: int) -> Any:
+    """``fn`` (vmapped) over the leading axis of ``arrays`` in a sequential ``lax.map`` over
+    chunks of ``size``, the remainder as one more chunk."""
+    whole, rest = divmod(batch_size(arrays), size)
     parts = []
-    if whole:  # a sequential map over vmapped chunks, the remainder as one more chunk
-        head = jax.tree.map(lambda x: x[: whole * chunk_size].reshape(whole, chunk_size, *x.shape[1:]), arrays)
-        parts.append(jax.tree.map(lambda x: x.reshape(whole * chunk_size, *x.shape[2:]), jax.lax.map(chunk, head)))
+    if whole:
+        head = jax.tree.map(lambda x: x[: whole * size].reshape(whole, size, *x.shape[1:]), arrays)
+        parts.append(jax.tree.map(lambda x: x.reshape(whole * size, *x.shape[2:]), jax.lax.map(fn, head)))
     if rest:
-        parts.append(chunk(jax.tree.map(lambda x: x[whole * chunk_size :], arrays)))
+        parts.append(fn(jax.tree.map(lambda x: x[whole * size :], arrays)))
     return parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: jax.numpy.concatenate(xs), *parts)
 
 

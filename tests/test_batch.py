@@ -110,6 +110,10 @@ def test_bad_batches():
         stack([{"a": 1.0}, {"b": 1.0}])
     with pytest.raises(ValueError, match="multiple"):
         shard({"a": jnp.zeros((3, 2))}, devices=jax.devices() * 2)
+    with pytest.raises(ValueError, match="multiple"):
+        simulate_batch({"a": jnp.zeros((3, 2))}, RKMK4(), 0.0, T1, DT, make_model=make_top, devices=jax.devices() * 2)
+    with pytest.raises(ValueError, match="chunk_size"):
+        simulate_batch({"a": jnp.zeros((3, 2))}, RKMK4(), 0.0, T1, DT, make_model=make_top, chunk_size=1.5)
 
 
 _SHARDED = textwrap.dedent(
@@ -129,6 +133,24 @@ _SHARDED = textwrap.dedent(
     shards = out.rotation.addressable_shards
     assert {s.data.shape[0] for s in shards} == {4}, [s.data.shape for s in shards]
     np.testing.assert_allclose(np.asarray(out.rotation), np.asarray(ref.rotation), rtol=0, atol=1e-13)
+    # The batch split by simulate_batch itself (shard_map), chunked on each device: 5 systems
+    # per device run as a chunk of 3 and a remainder of 2.
+    params = random_tops(jax.random.PRNGKey(2), 10)
+    ref = simulate_batch(params, RKMK4(), 0.0, T1, DT, make_model=make_top)
+    out = jax.jit(lambda p: simulate_batch(p, RKMK4(), 0.0, T1, DT, make_model=make_top, chunk_size=3,
+                                           devices=jax.devices()))(params)  # fmt: skip
+    assert {s.data.shape[0] for s in out.rotation.addressable_shards} == {5}
+    assert len(out.rotation.sharding.device_set) == 2
+    np.testing.assert_allclose(np.asarray(out.rotation), np.asarray(ref.rotation), rtol=0, atol=1e-13)
+    # Modified Newton with the chunk's axis named: same iterates, same iteration counts.
+    from difflie.models.spatial import heavy_top_spherical
+    from difflie.solvers.generalized_alpha import GeneralizedAlpha
+    omegas = jnp.stack([jnp.array([0.0, 30.0 + k, 0.5]) for k in range(4)])
+    run = lambda **kw: simulate_batch(omegas, GeneralizedAlpha(newton="modified"), 0.0, 0.04, 4e-3,
+                                      make_model=lambda o: heavy_top_spherical(omega0=o), **kw)  # fmt: skip
+    ref, out = run(), run(chunk_size=1, devices=jax.devices())
+    np.testing.assert_allclose(np.asarray(out.rotation), np.asarray(ref.rotation), rtol=0, atol=1e-13)
+    np.testing.assert_array_equal(np.asarray(out.stats.newton_iterations), np.asarray(ref.stats.newton_iterations))
     print("SHARDED_OK")
     """
 )
