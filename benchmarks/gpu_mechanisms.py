@@ -11,12 +11,13 @@
   device. The batch's first chain must end where the lone chain ends (to 1e-9).
 * **Pandas** (the scenario of ``robots.py``: sinusoidal torques, URDF damping, initial joint
   positions spread by +-0.1 rad): ``jax.vmap`` over ``n`` Pandas, h = 0.2/560 s (the step that
-  reaches 1e-6 rad), 5 steps, float64. ``--pinocchio-us``: Pinocchio's single-thread RK4 step,
+  reaches 1e-6 rad), runs of 5 and 25 steps (the steady rate from their difference, each run's
+  start apart), float64. ``--pinocchio-us``: Pinocchio's single-thread RK4 step,
   measured by ``robots.py`` on a CPU (Pinocchio need not be installed where this runs), for the
   "x Pinocchio" column.
 * **G1s** (the flying humanoid of ``robots.py``: floating base, 30 bodies, sinusoidal torques):
   ``jax.vmap`` over ``n`` G1s whose joint positions are spread by +-0.1 rad, h = 1e-3 s (the
-  step that reaches 1e-6 rad), 5 steps. Its torque amplitudes come from Pinocchio's mass matrix:
+  step that reaches 1e-6 rad), runs of 5 and 25 steps as for the Pandas. Its torque amplitudes come from Pinocchio's mass matrix:
   where Pinocchio is missing, from ``--g1-scenario`` (an ``.npz`` of ``names`` and ``amplitude``
   written by ``--write-g1-scenario`` on a machine that has it).
 
@@ -90,20 +91,24 @@ def chain_rows(n, bodies, solver, repeats):
 
 
 def batch_rows(what, model, q0, qd0, h, steps, solver, repeats, pinocchio_us=None):
-    """``jax.vmap`` of ``simulate`` over joint states ``q0``, ``qd0`` (n, joints)."""
-
-    def end(a, b):
-        return dl.simulate(with_joint_state(model, a, b), solver, 0.0, steps * h, h,
-                           saveat=dl.SaveAt(t1=True), throw=False).position[-1]  # fmt: skip
-
-    many, l_many, c_many = compiled(jax.vmap(end, axis_name=AXIS), q0, qd0)
-    t = median_time(lambda: many(q0, qd0), repeats) / steps
-    ends = np.asarray(many(q0, qd0))
-    assert np.all(np.isfinite(ends)), f"a system of the batch of {what} went non-finite"
+    """``jax.vmap`` of ``simulate`` over joint states ``q0``, ``qd0`` (n, joints), run for
+    ``steps`` and ``5 steps``: the steady rate ``(T(5 steps) - T(steps)) / 4 steps`` leaves out
+    each run's start (consistent initial state, first matrix), given apart per system."""
     n = len(q0)
+    times = {}
+    for k in (steps, 5 * steps):
+        def end(a, b, k=k):
+            return dl.simulate(with_joint_state(model, a, b), solver, 0.0, k * h, h,
+                               saveat=dl.SaveAt(t1=True), throw=False).position[-1]  # fmt: skip
+
+        many, l_many, c_many = compiled(jax.vmap(end, axis_name=AXIS), q0, qd0)
+        times[k] = median_time(lambda: many(q0, qd0), repeats)
+        ends = np.asarray(many(q0, qd0))
+        assert np.all(np.isfinite(ends)), f"a system of the batch of {what} went non-finite"
+    t = (times[5 * steps] - times[steps]) / (4 * steps)
     rate = n / t
     return [dict(what=f"{n} {what}", n=n, lower_s=l_many, compile_s=c_many, step_ms=t * 1e3, system_steps_per_s=rate,
-                 body_steps_per_s=rate * model.num_bodies,
+                 body_steps_per_s=rate * model.num_bodies, start_ms=(times[steps] - steps * t) / n * 1e3,
                  x_pinocchio=rate * pinocchio_us * 1e-6 if pinocchio_us else float("nan"))]  # fmt: skip
 
 
@@ -200,12 +205,14 @@ def main():
             print("  " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()),
                   flush=True)
         rows += new
-    print("\n| system | solver | ms per step | body-steps/s | system-steps/s | x Pinocchio | trace s | compile s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| system | solver | ms per step | body-steps/s | system-steps/s | x Pinocchio | start, ms per system "
+          "| trace s | compile s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         sys_rate = r.get("system_steps_per_s", r["n"] / r["step_ms"] * 1e3)
         print(f"| {r['what']} | `{r['solver']}` | {r['step_ms']:.3g} | {r['body_steps_per_s']:.3g} | "
-              f"{sys_rate:.3g} | {r.get('x_pinocchio', float('nan')):.2g} | {r['lower_s']:.1f} | {r['compile_s']:.1f} |")
+              f"{sys_rate:.3g} | {r.get('x_pinocchio', float('nan')):.2g} | {r.get('start_ms', float('nan')):.2g} | "
+              f"{r['lower_s']:.1f} | {r['compile_s']:.1f} |")
     print(f"total {time.perf_counter() - start:.0f} s")
 
 
