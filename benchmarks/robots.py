@@ -31,7 +31,7 @@ in chunks of 4, then modified and full Newton in chunks of 4 split across ``--cp
 devices (default: one per core). The steady rate is ``(T(5k) - T(k)) / 4k`` for runs of ``k = --batch-steps``
 and ``5k`` steps, which leaves out each run's start (consistent initial state, first matrix),
 reported apart per system; one Panda is measured the same way. These first steps are the
-easy ones (about 3 Newton iterations on a kept matrix, 4.4 on average over 0.2 s): the chunked
+easy ones (Newton's kept matrix still contracts well there, with fewer iterations): the chunked
 batch on every device is also run over the whole ``--t1`` (``--horizon-batch`` systems, start
 included, as the single-system table counts). Body-steps/s, system-steps/s
 and their ratio to Pinocchio's single-system rate (per step). ``--batch-only``: the batch
