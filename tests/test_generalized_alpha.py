@@ -298,3 +298,33 @@ def test_extrapolated_start_fewer_iterations_same_solution(top, top_runs):
     assert bool(plain["ok"]) and bool(out["ok"])
     np.testing.assert_allclose(out["y"].position, plain["y"].position, atol=1e-9)
     assert float(plain["mean_its"]) >= 1.9 and float(out["mean_its"]) <= 1.3, (plain["mean_its"], out["mean_its"])
+
+
+def test_modified_newton_rebuild_rule_lowers_the_cost_per_step():
+    """``rebuild_cost``: a kept matrix is rebuilt when the last step cost more iterations than the
+    matrix's average per step (its build counted as ``rebuild_cost`` iterations). On a falling
+    3-rod chain over 0.4 s the contraction rule alone keeps old matrices for 4 iterations per
+    step; with the rule the same solution costs fewer iterations and fewer iteration-equivalents
+    in all (2.7 against 4.1 per step, 14 against 5 matrices, measured)."""
+    from difflie.models import chain
+
+    model = chain(3)
+
+    def counts(rebuild_cost):
+        solver = GeneralizedAlpha(newton="modified", rebuild_cost=rebuild_cost)
+
+        def body(k, carry):
+            y, state, its = carry
+            y, _, state, st, _ = solver.step(model, k * 1e-3, (k + 1) * 1e-3, y, state)
+            return y, state, its + st.newton_iterations
+
+        y, state, its = jax.lax.fori_loop(0, 400, body, (*solver.init(model, 0.0, 1e-3), 0))
+        return y.position, its, state.matrix.updates
+
+    out = jax.jit(lambda: (counts(None), counts(20.0)))()
+    (x_off, its_off, mats_off), (x_on, its_on, mats_on) = jax.tree.map(np.asarray, out)
+    np.testing.assert_allclose(x_on, x_off, rtol=0, atol=1e-9)
+    assert its_on < 0.8 * its_off and mats_on > mats_off
+    assert its_on + 20 * mats_on < its_off + 20 * mats_off
+    with pytest.raises(ValueError, match="rebuild_cost"):
+        GeneralizedAlpha(rebuild_cost=-1.0)
