@@ -332,13 +332,12 @@ def bench_batch(s, args, rows, pin_step_us):
     q0, qd0 = (jnp.asarray(x) for x in panda_batch_state(s["q0"], s["v0"], n_batch))
     devices = jax.devices("cpu")
     modified = dl.GeneralizedAlpha(newton="modified", block_size=24)
-    variants = [("modified Newton, one vmap", modified, {}),
-                ("modified Newton, chunks of 4", modified, dict(chunk_size=4)),
-                (f"modified Newton, chunks of 4 on {len(devices)} CPU devices", modified, dict(chunk_size=4, devices=devices)),
-                (f"full Newton, chunks of 4 on {len(devices)} CPU devices", dl.GeneralizedAlpha(block_size=24),
-                 dict(chunk_size=4, devices=devices))]  # fmt: skip
-    if len(devices) == 1:
-        del variants[2]
+    where, on_devices = f"chunks of 4 on {len(devices)} CPU devices", dict(chunk_size=4, devices=devices)
+    variants = [("modified Newton, one vmap", modified, {}), ("modified Newton, chunks of 4", modified, dict(chunk_size=4))]
+    if len(devices) > 1:
+        variants.append((f"modified Newton, {where}", modified, on_devices))
+    best = variants[-1]  # modified Newton in chunks, on every device
+    variants.append((f"full Newton, {where}", dl.GeneralizedAlpha(block_size=24), on_devices))
 
     def rate(make, args_, k):
         """(steady s per step, start s, compile s) of the program ``make(steps)`` over ``k`` and
@@ -352,24 +351,23 @@ def bench_batch(s, args, rows, pin_step_us):
         per_step = (times[1] - times[0]) / (4 * k)
         return per_step, times[0] - k * per_step, compile_s
 
+    def batch(steps, solver, kw):
+        def run(q, qd):
+            return dl.batch.simulate_batch((q, qd), solver, 0.0, steps * h, h, **kw,
+                                           make_model=lambda p: with_joint_state(model, *p)).position[:, -1]  # fmt: skip
+
+        return run
+
+    def one(steps, solver):
+        return lambda q, qd: dl.simulate(with_joint_state(model, q, qd), solver, 0.0, steps * h, h).position[-1]
+
     single = {}  # id(solver): its single Panda's steady s per step
     for label, solver, kw in variants:
         if id(solver) not in single:
-            def one(steps, solver=solver):
-                return lambda q, qd: dl.simulate(with_joint_state(model, q, qd), solver, 0.0, steps * h, h).position[-1]
-
-            single[id(solver)], start1, _ = rate(one, (q0[0], qd0[0]), 8 * k)
+            single[id(solver)], start1, _ = rate(lambda steps: one(steps, solver), (q0[0], qd0[0]), 8 * k)
             print(f"  one Panda, {label.split(',')[0]}: {single[id(solver)] * 1e6:.1f} us per step, start {start1 * 1e3:.2f} ms", flush=True)
         s1 = single[id(solver)]
-
-        def batch(steps, solver=solver, kw=kw):
-            def run(q, qd):
-                return dl.batch.simulate_batch((q, qd), solver, 0.0, steps * h, h, **kw,
-                                               make_model=lambda p: with_joint_state(model, *p)).position[:, -1]  # fmt: skip
-
-            return run
-
-        dt, start, ct = rate(batch, (q0, qd0), k)
+        dt, start, ct = rate(lambda steps: batch(steps, solver, kw), (q0, qd0), k)
         sys_rate = n_batch / dt
         rows.append(dict(robot=f"{n_batch} x {s['name']}", method=label, batch=n_batch, step_ms=dt * 1e3,
                          system_steps_per_s=sys_rate, body_steps_per_s=sys_rate * model.num_bodies,
@@ -381,7 +379,7 @@ def bench_batch(s, args, rows, pin_step_us):
 
     # The first 5k steps are the easy ones (Newton's kept matrix still contracts well): the best
     # variant again over the whole t1, start included, as the single-system table counts it.
-    label, solver, kw = variants[-2]
+    label, solver, kw = best
     n_h = min(n_batch, args.horizon_batch)
     steps = int(round(args.t1 / h))
     qh, qdh = q0[:n_h], qd0[:n_h]

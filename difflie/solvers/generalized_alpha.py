@@ -165,8 +165,8 @@ class GeneralizedAlpha(AbstractSolver):
       cost per step when a matrix costs more iterations the older it gets (renewal theory: renew
       when the marginal cost exceeds the average). A build costs about 20 iterations (21 on a
       Panda arm, 23 on a 256-body chain); ``None``: only the contraction rules above. On the
-      Panda over 0.2 s this takes 4.4 iterations per step on 3 matrices to 2.7 on 12, 26 %
-      faster; chains, trees and loops of 4-256 bodies run as before (``benchmarks/RESULTS.md``).
+      Panda over 0.2 s this takes 4.4 iterations per step on 3 matrices to 2.7 on 12, 22-26 %
+      faster; chains, trees and loops of 1-256 bodies run as before (``benchmarks/RESULTS.md``).
     - ``rtol``, ``atol``, ``ctol``: converged when ``|M vdot - g + B^T lambda| <= atol + rtol
       (|M vdot| + |g|)`` and ``max |Phi| <= ctol`` (at least one iteration). ``None``:
       ``1e-8``/``1e-10``/``1e-12`` in float64, ``1e-4``/``1e-5``/``1e-5`` in float32.
