@@ -3,6 +3,7 @@
     python benchmarks/gpu_mechanisms.py [--chains 1024 8192] [--bodies 32] [--pandas 1024 4096]
                                         [--g1 256 1024] [--urdf panda.urdf] [--g1-urdf g1.urdf]
                                         [--g1-scenario g1.npz] [--pinocchio-us 32.1]
+                                        [--g1-pinocchio-us 204] [--whole 0.2]
                                         [--options NAME] [--solvers all] [--budget 300]
 
 * **Chains** (the model and initial tilts of ``chains.py``): ``jax.vmap`` of ``simulate`` over
@@ -14,7 +15,9 @@
   reaches 1e-6 rad), runs of 5 and 25 steps (the steady rate from their difference, each run's
   start apart), float64. ``--pinocchio-us``: Pinocchio's single-thread RK4 step,
   measured by ``robots.py`` on a CPU (Pinocchio need not be installed where this runs), for the
-  "x Pinocchio" column.
+  "x Pinocchio" column (``--g1-pinocchio-us`` for the G1s). ``--whole T``: each Panda and G1
+  batch also runs over the whole ``[0, T]``, start included (Newton needs more iterations per
+  step later in the motion than in its first steps).
 * **G1s** (the flying humanoid of ``robots.py``: floating base, 30 bodies, sinusoidal torques):
   ``jax.vmap`` over ``n`` G1s whose joint positions are spread by +-0.1 rad, h = 1e-3 s (the
   step that reaches 1e-6 rad), runs of 5 and 25 steps as for the Pandas. Its torque amplitudes come from Pinocchio's mass matrix:
@@ -90,32 +93,41 @@ def chain_rows(n, bodies, solver, repeats):
                  body_steps_per_s=work / t_one, gap=0.0)]  # fmt: skip
 
 
-def batch_rows(what, model, q0, qd0, h, steps, solver, repeats, pinocchio_us=None):
+def batch_rows(what, model, q0, qd0, h, steps, solver, repeats, pinocchio_us=None, whole_t1=None):
     """``jax.vmap`` of ``simulate`` over joint states ``q0``, ``qd0`` (n, joints), run for
     ``steps`` and ``5 steps``: the steady rate ``(T(5 steps) - T(steps)) / 4 steps`` leaves out
-    each run's start (consistent initial state, first matrix), given apart per system."""
+    each run's start (consistent initial state, first matrix), given apart per system. With
+    ``whole_t1``, a second row: the run over the whole ``[0, whole_t1]``, start included."""
     n = len(q0)
     times = {}
-    for k in (steps, 5 * steps):
+    whole = int(round(whole_t1 / h)) if whole_t1 else None
+    for k in (steps, 5 * steps) + ((whole,) if whole else ()):
         def end(a, b, k=k):
             return dl.simulate(with_joint_state(model, a, b), solver, 0.0, k * h, h,
                                saveat=dl.SaveAt(t1=True), throw=False).position[-1]  # fmt: skip
 
         many, l_many, c_many = compiled(jax.vmap(end, axis_name=AXIS), q0, qd0)
-        times[k] = median_time(lambda: many(q0, qd0), repeats)
+        times[k] = median_time(lambda: many(q0, qd0), repeats if k != whole else max(1, repeats // 2))
         ends = np.asarray(many(q0, qd0))
         assert np.all(np.isfinite(ends)), f"a system of the batch of {what} went non-finite"
+
+    def row(label, t, **extra):
+        rate = n / t
+        return dict(what=label, n=n, lower_s=l_many, compile_s=c_many, step_ms=t * 1e3, system_steps_per_s=rate,
+                    body_steps_per_s=rate * model.num_bodies,
+                    x_pinocchio=rate * pinocchio_us * 1e-6 if pinocchio_us else float("nan"), **extra)  # fmt: skip
+
     t = (times[5 * steps] - times[steps]) / (4 * steps)
-    rate = n / t
-    return [dict(what=f"{n} {what}", n=n, lower_s=l_many, compile_s=c_many, step_ms=t * 1e3, system_steps_per_s=rate,
-                 body_steps_per_s=rate * model.num_bodies, start_ms=(times[steps] - steps * t) / n * 1e3,
-                 x_pinocchio=rate * pinocchio_us * 1e-6 if pinocchio_us else float("nan"))]  # fmt: skip
+    rows = [row(f"{n} {what}, steps {steps}-{5 * steps}", t, start_ms=(times[steps] - steps * t) / n * 1e3)]
+    if whole:
+        rows.append(row(f"{n} {what}, whole {whole_t1} s ({whole} steps, start included)", times[whole] / whole))
+    return rows
 
 
 def panda_rows(n, solver, repeats, args):
     model, q, v = panda_model(args.urdf or robot_file("panda_description/urdf/panda.urdf"))
     q0, qd0 = panda_batch_state(q, v, n)
-    return batch_rows("Pandas", model, q0, qd0, H_PANDA, PANDA_STEPS, solver, repeats, args.pinocchio_us)
+    return batch_rows("Pandas", model, q0, qd0, H_PANDA, PANDA_STEPS, solver, repeats, args.pinocchio_us, args.whole)
 
 
 def g1_scenario(args):
@@ -136,7 +148,8 @@ def g1_rows(n, solver, repeats, args):
     q0, v0, _, _ = g1_state(len(names))
     spread = np.random.default_rng(0).uniform(-0.1, 0.1, (n, len(names)))
     q_j = q0[None, 7:] + spread
-    return batch_rows("G1s", model, q_j, np.broadcast_to(v0[6:], q_j.shape), H_G1, G1_STEPS, solver, repeats)
+    return batch_rows("G1s", model, q_j, np.broadcast_to(v0[6:], q_j.shape), H_G1, G1_STEPS, solver, repeats,
+                      args.g1_pinocchio_us, args.whole)
 
 
 CHAIN_SOLVERS = {"GeneralizedAlpha()": lambda: dl.GeneralizedAlpha(rho_inf=0.9),
@@ -166,7 +179,9 @@ def main():
     p.add_argument("--g1-urdf", default=None, help="the G1's URDF (default: example-robot-data's)")
     p.add_argument("--g1-scenario", default=None, help="the G1's joint names and torque amplitudes (.npz)")
     p.add_argument("--write-g1-scenario", default=None, help="write that .npz (needs Pinocchio) and stop")
-    p.add_argument("--pinocchio-us", type=float, default=None)
+    p.add_argument("--pinocchio-us", type=float, default=None, help="Pinocchio's RK4 step of the Panda")
+    p.add_argument("--g1-pinocchio-us", type=float, default=None, help="Pinocchio's RK4 step of the G1")
+    p.add_argument("--whole", type=float, default=None, help="also run Pandas and G1s over [0, WHOLE] s")
     p.add_argument("--options", choices=list(GPU_OPTIONS), default="difflie")
     p.add_argument("--solvers", default="first", help="first, all, or a word of the solvers' labels")
     p.add_argument("--repeats", type=int, default=5)

@@ -86,7 +86,9 @@ def simulate_batch(
 
     An implicit solver whose ``batch_axis`` is ``None`` gets this vmap's axis (``BATCH_AXIS``):
     with modified Newton its kept matrices are then rebuilt for the batch (or chunk) together,
-    when any system needs one (``difflie.numerics.newton.Newton``), not at every iteration.
+    when any system needs one (``difflie.numerics.newton.Newton``), not at every iteration, and
+    every system takes its new matrix: a system's results depend on the systems it shares a
+    vmap with (``chunk_size``, ``devices``) only within Newton's tolerance.
     """
     n = batch_size(params)
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):

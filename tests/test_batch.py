@@ -87,18 +87,21 @@ def _conds(jaxpr) -> int:
 def test_modified_newton_batch_rebuilds_matrices_together(solver):
     """``simulate_batch`` names its vmap axis for modified Newton: a kept matrix is rebuilt
     under a ``lax.cond`` taken when any system of the batch needs one (under a plain vmap the
-    cond becomes a select that builds a matrix at every iteration), with each system's own
-    results: those of single runs."""
+    cond becomes a select that builds a matrix at every iteration), and every system takes the
+    new matrix it paid for: the results of single runs to Newton's tolerance (relative 1e-8 on
+    the residual, ~1e-12 per step on the rotations here), in fewer iterations."""
     omegas = jnp.array([[0.0, 150.0, -4.6], [0.0, 120.0, 2.0], [3.0, 90.0, 0.0]])
 
     def batch(w):
         return simulate_batch(w, solver, 0.0, 0.04, 4e-3, make_model=lambda o: heavy_top_spherical(omega0=o))
 
     out = jax.jit(batch)(omegas)
+    alone = 0
     for i in range(3):
         single = simulate(heavy_top_spherical(omega0=omegas[i]), solver, 0.0, 0.04, 4e-3)
-        np.testing.assert_allclose(out.rotation[i], single.rotation, rtol=0, atol=1e-12)
-        assert int(out.stats.newton_iterations[i]) == int(single.stats.newton_iterations)
+        np.testing.assert_allclose(out.rotation[i], single.rotation, rtol=0, atol=1e-10)
+        alone += int(single.stats.newton_iterations)
+    assert int(jnp.sum(out.stats.newton_iterations)) <= alone
     plain = jax.vmap(lambda o: simulate(heavy_top_spherical(omega0=o), solver, 0.0, 0.04, 4e-3))
     assert _conds(jax.make_jaxpr(batch)(omegas).jaxpr) == _conds(jax.make_jaxpr(plain)(omegas).jaxpr) + 1
 
@@ -150,13 +153,14 @@ _SHARDED = textwrap.dedent(
     for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
     assert float(jnp.abs(g_ref["inertia"]).max()) > 1.0
-    # Modified Newton with the chunk's axis named: same iterates, same iteration counts.
+    # Modified Newton with the chunk's axis named: the chunks' iterates and iteration counts,
+    # whether the chunks run on one device or two.
     from difflie.models.spatial import heavy_top_spherical
     from difflie.solvers.generalized_alpha import GeneralizedAlpha
-    omegas = jnp.stack([jnp.array([0.0, 30.0 + k, 0.5]) for k in range(4)])
+    omegas = jnp.stack([jnp.array([0.0, 30.0 + 40.0 * (k % 2), 0.5]) for k in range(4)])
     run = lambda **kw: simulate_batch(omegas, GeneralizedAlpha(newton="modified"), 0.0, 0.04, 4e-3,
-                                      make_model=lambda o: heavy_top_spherical(omega0=o), **kw)  # fmt: skip
-    ref, out = run(), run(chunk_size=1, devices=jax.devices())
+                                      make_model=lambda o: heavy_top_spherical(omega0=o), chunk_size=2, **kw)  # fmt: skip
+    ref, out = run(), run(devices=jax.devices())
     np.testing.assert_allclose(np.asarray(out.rotation), np.asarray(ref.rotation), rtol=0, atol=1e-13)
     np.testing.assert_array_equal(np.asarray(out.stats.newton_iterations), np.asarray(ref.stats.newton_iterations))
     print("SHARDED_OK")

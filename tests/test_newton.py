@@ -109,6 +109,35 @@ def test_kept_matrix_from_an_earlier_solve_is_dropped_when_it_fails():
     assert bool(fresh.converged) and int(fresh.iterations) == int(fresh.num_steps)
 
 
+def test_batch_axis_shares_the_matrices_a_batch_builds():
+    """Modified Newton under ``vmap`` with the axis named: when one system's kept matrix is
+    invalid, the batch builds matrices once and every system takes its own (each at its own
+    iterate), so every system counts one build; unnamed, only that system builds. Both reach
+    each system's root."""
+    from difflie.numerics.linear import factor
+    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
+
+    cs = jnp.array([[0.3, -0.2, 0.1], [0.2, 0.1, -0.3], [-0.1, 0.3, 0.2]])
+    valid = jnp.array([False, True, True])
+
+    def solve(c, ok, axis):
+        def fn(x):
+            return x**3 + x - c
+
+        x0 = jnp.zeros(3)
+        kept = KeptMatrix(factor(jnp.eye(3)), ok)  # the Jacobian at x0: fits every system
+        newton = Newton(tol=1e-12, modified=True, max_iterations=30, batch_axis=axis)
+        return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=kept)
+
+    named = jax.jit(jax.vmap(lambda c, ok: solve(c, ok, "b"), axis_name="b"))(cs, valid)
+    plain = jax.jit(jax.vmap(lambda c, ok: solve(c, ok, None)))(cs, valid)
+    np.testing.assert_array_equal(np.asarray(named.updates), [1, 1, 1])
+    np.testing.assert_array_equal(np.asarray(plain.updates), [1, 0, 0])
+    for out in (named, plain):
+        assert bool(jnp.all(out.converged))
+        np.testing.assert_allclose(out.value**3 + out.value - cs, 0.0, atol=1e-11)
+
+
 def test_residual_test_and_iterates_outside_the_admissible_set():
     """The residual test stops at ``max |F| <= tol``; an iterate outside ``admissible`` is a
     failure with ``RESULTS.no_solution`` (x - 2 = 0 with x restricted below 1)."""

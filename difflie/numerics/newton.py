@@ -59,8 +59,12 @@ class Newton(eqx.Module):
     the caller batches the solve, for modified Newton. Under ``vmap`` the rebuild of a kept
     matrix, a ``lax.cond`` per system, becomes a select that builds a matrix at every iteration
     of every system; with the axis named it stays a ``lax.cond`` that builds matrices for the
-    batch when any of its systems needs one (each system keeps its own where it does not), so
-    iterations on kept matrices cost a solve. Only valid inside such a ``vmap``.
+    batch when any of its systems needs one, so iterations on kept matrices cost a solve. Every
+    system then takes its new matrix, built at its own iterate: the batch has paid for them,
+    and systems that kept older matrices would each ask for a build of the whole batch later
+    (a batch of 64 Pandas over 0.2 s ran 3.1x faster so). A system's iterates thus depend on
+    its batch within Newton's tolerance, as a full-Newton step's do not. Only valid inside such
+    a ``vmap``.
     """
 
     tol: float | Array = 1e-10
@@ -308,14 +312,9 @@ def newton_iterate(
             refresh = refresh | (c["reuse"] >= solver.max_reuse)
         if solver.batch_axis is None:
             factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
-        else:  # one decision for the batch; each system keeps its own matrix unless it needs a new one
-
-            def rebuilt():
-                new = value_and_factors(c["x"])[1]
-                return jax.tree_util.tree_map(lambda a, b: jnp.where(refresh, a, b), new, c["factors"])
-
-            anyone = jax.lax.psum(refresh.astype(jnp.int32), solver.batch_axis) > 0
-            factors = jax.lax.cond(anyone, rebuilt, lambda: c["factors"])
+        else:  # one decision for the batch, and every system takes the matrices it pays for
+            refresh = jax.lax.psum(refresh.astype(jnp.int32), solver.batch_axis) > 0
+            factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
         F = c["F"] if residual_test else residual_and_aux(c["x"])[0]
         return iterate(c, F, factors, refresh)
 

@@ -102,8 +102,8 @@ class BackwardEuler(AbstractSolver):
     one level (a body and its joint's rows) per block: larger blocks were slower on chains,
     trees and loops (``benchmarks/RESULTS.md``, Scaling).
     ``batch_axis``: for modified Newton under ``jax.vmap(..., axis_name=batch_axis)``: the batch
-    rebuilds its matrices together when any system needs a new one, instead of every iteration
-    (``difflie.numerics.newton.Newton``).
+    rebuilds its matrices together when any system needs a new one, instead of every iteration,
+    and every system takes its new matrix (``difflie.numerics.newton.Newton``).
     """
 
     formulation: str = eqx.field(static=True, default="rA")

@@ -183,7 +183,7 @@ class GeneralizedAlpha(AbstractSolver):
       slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     - ``batch_axis``: for modified Newton under ``jax.vmap(..., axis_name=batch_axis)``: the
       batch rebuilds its matrices together when any system needs a new one, instead of every
-      iteration (``difflie.numerics.newton.Newton``).
+      iteration, and every system takes its new matrix (``difflie.numerics.newton.Newton``).
     """
 
     rho_inf: float = 0.9
