@@ -101,6 +101,36 @@ class KeptMatrix(eqx.Module):
         return cls(factors, valid & (jnp.abs(built_for - h) <= 1e-6 * jnp.abs(h)))
 
 
+class MatrixCost(eqx.Module):
+    """What a matrix kept across solves has cost so far, for the renewal rule: a matrix whose
+    build counts as ``rebuild_cost`` iterations is renewed before a solve when the last solve
+    took more iterations than the matrix's average cost per solve, its build included. This
+    replacement rule minimises the long-run cost per solve when a matrix costs more iterations
+    the older it gets (renewal theory: renew when the marginal cost exceeds the average)."""
+
+    cost: Float[Array, ""]  # rebuild_cost + the iterations since the matrix was built
+    solves: Int[Array, ""]  # solves since it was built
+    last: Int[Array, ""]  # iterations of the last solve
+
+    @classmethod
+    def start(cls, dtype) -> MatrixCost:
+        zero = jnp.array(0, jnp.int32)
+        return cls(jnp.zeros((), dtype), zero, zero)
+
+    def stale(self) -> Bool[Array, ""]:
+        """Whether the last solve cost more than the average: ``last > cost / solves``."""
+        return (self.last * self.solves).astype(self.cost.dtype) > self.cost
+
+    def after(self, built: Bool[Array, ""], iterations: Int[Array, ""], rebuild_cost: float) -> MatrixCost:
+        """The record after a solve of ``iterations``, on a matrix ``built`` in it or kept."""
+        its = iterations.astype(self.cost.dtype)
+        return MatrixCost(
+            cost=jnp.where(built, rebuild_cost + its, self.cost + its),
+            solves=jnp.where(built, 1, self.solves + 1).astype(jnp.int32),
+            last=iterations.astype(jnp.int32),
+        )
+
+
 class NewtonResult(eqx.Module):
     """What ``newton_iterate`` returns.
 

@@ -41,6 +41,7 @@ from ..constraints.formulations import AbstractFormulation, get_formulation
 from ..numerics import linear, sparsity
 from ..numerics.newton import (
     KeptMatrix,
+    MatrixCost,
     Newton,
     NewtonSolution,
     implicit_derivatives,
@@ -71,13 +72,14 @@ class BackwardEulerState(eqx.Module):
 
 class BackwardEulerSolverState(eqx.Module):
     """Carried between steps besides the state: the recent solutions that start Newton, and the
-    factors of the kept iteration matrix with its age in steps and its step size
-    (``matrix_reuse > 1``)."""
+    factors of the kept iteration matrix with its age in steps, its step size and its cost so
+    far (``matrix_reuse > 1``)."""
 
     history: History | None
     factors: linear.BlockFactors | None
     age: Int[Array, ""]
     dt: Float[Array, ""]
+    cost: MatrixCost
 
 
 class BackwardEuler(AbstractSolver):
@@ -92,9 +94,11 @@ class BackwardEuler(AbstractSolver):
     Newton (``difflie.solvers.predictor``); ``0`` starts from the last values, as the paper's
     codes do. ``matrix_reuse``: modified Newton keeps one iteration matrix (its factors) for
     up to this many steps; ``1`` builds a new one every step, as the paper's codes. It is rebuilt
-    sooner after a step that needed more than two iterations, when the step size or (re) the
-    chart changes, and a step that does not converge on a kept matrix is solved again on a fresh
-    one. The converged step meets the same tolerance either way, and derivatives (implicit
+    sooner when the step size or (re) the chart changes, and, with ``rebuild_cost``, when the
+    last step took more iterations than the matrix's average cost per step, its build counted
+    as ``rebuild_cost`` iterations (the renewal rule of ``difflie.numerics.newton.MatrixCost``;
+    ``None``: no such rebuild). A step that does not converge on a kept matrix is solved again
+    on a fresh one. The converged step meets the same tolerance either way, and derivatives (implicit
     function theorem) use the exact Jacobian at the solution, not the kept matrix.
     ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology, built
     from compressed derivatives and factored as block-tridiagonal with blocks of up to this many
@@ -113,6 +117,7 @@ class BackwardEuler(AbstractSolver):
     newton: Literal["full", "modified"] = eqx.field(static=True, default="modified")
     extrapolation: int = eqx.field(static=True, default=3)
     matrix_reuse: int = eqx.field(static=True, default=30)
+    rebuild_cost: float | None = eqx.field(static=True, default=20.0)
     block_size: int | None = eqx.field(static=True, default=16)
     batch_axis: str | None = eqx.field(static=True, default=None)
 
@@ -128,6 +133,8 @@ class BackwardEuler(AbstractSolver):
             raise ValueError(f"BackwardEuler.extrapolation must be an integer >= 0, got {self.extrapolation!r}")
         if not isinstance(self.matrix_reuse, int) or self.matrix_reuse < 1:
             raise ValueError(f"BackwardEuler.matrix_reuse must be an integer >= 1, got {self.matrix_reuse!r}")
+        if self.rebuild_cost is not None and not self.rebuild_cost >= 0:
+            raise ValueError(f"BackwardEuler: rebuild_cost must be None or >= 0, got {self.rebuild_cost!r}")
 
     @property
     def form(self) -> AbstractFormulation:
@@ -171,7 +178,7 @@ class BackwardEuler(AbstractSolver):
             zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), r.dtype)
             factors = linear.BlockFactors(zero, zero, zero)
         stale = jnp.array(self.matrix_reuse, jnp.int32)  # the first step builds its matrix
-        return y0, BackwardEulerSolverState(history, factors, stale, jnp.zeros((), r.dtype))
+        return y0, BackwardEulerSolverState(history, factors, stale, jnp.zeros((), r.dtype), MatrixCost.start(r.dtype))
 
     @property
     def _keeps_matrix(self) -> bool:
@@ -243,9 +250,11 @@ class BackwardEuler(AbstractSolver):
         if history is not None:
             x1 = jnp.concatenate([y1.acceleration, lam])
             history = jax.lax.stop_gradient(history.push(t1, x1, rechart))  # only starts Newton
+        cost = solver_state.cost.after(fresh, iterations, self.rebuild_cost or 0.0)
         age = jnp.where(fresh, 1, solver_state.age + 1)
-        age = jnp.where(rechart | (sol.num_steps > 2), self.matrix_reuse, age).astype(jnp.int32)
-        state1 = BackwardEulerSolverState(history, factors, age, jax.lax.stop_gradient(h))
+        stale = rechart if self.rebuild_cost is None else rechart | cost.stale()
+        age = jnp.where(stale, self.matrix_reuse, age).astype(jnp.int32)
+        state1 = BackwardEulerSolverState(history, factors, age, jax.lax.stop_gradient(h), jax.lax.stop_gradient(cost))
         finite = jnp.all(jnp.isfinite(acc)) & jnp.all(jnp.isfinite(lam))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
         stats = StepStats(evaluations=iterations, newton_iterations=iterations, residual=sol.correction_norm)
