@@ -134,7 +134,7 @@ class BackwardEuler(AbstractSolver):
         if not isinstance(self.matrix_reuse, int) or self.matrix_reuse < 1:
             raise ValueError(f"BackwardEuler.matrix_reuse must be an integer >= 1, got {self.matrix_reuse!r}")
         if self.rebuild_cost is not None and not self.rebuild_cost >= 0:
-            raise ValueError(f"BackwardEuler: rebuild_cost must be None or >= 0, got {self.rebuild_cost!r}")
+            raise ValueError(f"BackwardEuler.rebuild_cost must be None or >= 0, got {self.rebuild_cost!r}")
 
     @property
     def form(self) -> AbstractFormulation:
