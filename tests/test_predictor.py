@@ -161,9 +161,10 @@ def test_kept_matrix_that_fails_is_replaced_by_a_fresh_one():
             return solver.step(model, k * h, (k + 1) * h, *carry)[0:3:2]
 
         y, st = jax.lax.fori_loop(0, 6, advance, solver.init(model, 0.0, h))
-        kept = eqx.tree_at(lambda s: (s.factors.inverses, s.age), st, (scale * st.factors.inverses, jnp.array(1, jnp.int32)))
+        kept = eqx.tree_at(lambda s: (s.factors.inverses, s.valid, s.cost.solves), st,
+                           (scale * st.factors.inverses, jnp.array(True), jnp.array(1, jnp.int32)))
         y, _, st, stats, result = solver.step(model, 6 * h, 7 * h, y, kept)
-        return y, st.age, stats.newton_iterations, result._value
+        return y, st.cost.solves, stats.newton_iterations, result._value
 
     good, age_good, its_good, res_good = two_steps(1.0, 20)
     bad, age_bad, its_bad, res_bad = two_steps(3.0, 20)

@@ -33,7 +33,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float
 
 from .. import dae
 from ..constraints import jacobians as jac
@@ -72,12 +72,12 @@ class BackwardEulerState(eqx.Module):
 
 class BackwardEulerSolverState(eqx.Module):
     """Carried between steps besides the state: the recent solutions that start Newton, and the
-    factors of the kept iteration matrix with its age in steps, its step size and its cost so
-    far (``matrix_reuse > 1``)."""
+    factors of the kept iteration matrix, whether they may serve the next step, its step size
+    and its cost so far, with its age in steps (``matrix_reuse > 1``)."""
 
     history: History | None
     factors: linear.BlockFactors | None
-    age: Int[Array, ""]
+    valid: Bool[Array, ""]
     dt: Float[Array, ""]
     cost: MatrixCost
 
@@ -177,8 +177,8 @@ class BackwardEuler(AbstractSolver):
             st = self.structure(model)
             zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), r.dtype)
             factors = linear.BlockFactors(zero, zero, zero)
-        stale = jnp.array(self.matrix_reuse, jnp.int32)  # the first step builds its matrix
-        return y0, BackwardEulerSolverState(history, factors, stale, jnp.zeros((), r.dtype), MatrixCost.start(r.dtype))
+        # The first step builds its matrix.
+        return y0, BackwardEulerSolverState(history, factors, jnp.array(False), jnp.zeros((), r.dtype), MatrixCost.start(r.dtype))
 
     @property
     def _keeps_matrix(self) -> bool:
@@ -205,7 +205,7 @@ class BackwardEuler(AbstractSolver):
         # that does not converge on it is solved again from x0 on a fresh one); derivatives
         # attached once after it by the implicit-function theorem.
         args_ng, x0_ng = no_grad((args, x0))
-        kept = KeptMatrix.for_step(state.factors, state.age < self.matrix_reuse, state.dt, h)
+        kept = KeptMatrix.for_step(state.factors, state.valid & (state.cost.solves < self.matrix_reuse), state.dt, h)
 
         def flat_residual(x):
             return ravel_pytree(residual(x, args_ng))[0]
@@ -251,10 +251,8 @@ class BackwardEuler(AbstractSolver):
             x1 = jnp.concatenate([y1.acceleration, lam])
             history = jax.lax.stop_gradient(history.push(t1, x1, rechart))  # only starts Newton
         cost = solver_state.cost.after(fresh, iterations, self.rebuild_cost or 0.0)
-        age = jnp.where(fresh, 1, solver_state.age + 1)
         stale = rechart if self.rebuild_cost is None else rechart | cost.stale()
-        age = jnp.where(stale, self.matrix_reuse, age).astype(jnp.int32)
-        state1 = BackwardEulerSolverState(history, factors, age, jax.lax.stop_gradient(h), jax.lax.stop_gradient(cost))
+        state1 = BackwardEulerSolverState(history, factors, ~stale, jax.lax.stop_gradient(h), jax.lax.stop_gradient(cost))
         finite = jnp.all(jnp.isfinite(acc)) & jnp.all(jnp.isfinite(lam))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
         stats = StepStats(evaluations=iterations, newton_iterations=iterations, residual=sol.correction_norm)
