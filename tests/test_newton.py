@@ -173,3 +173,32 @@ def test_implicit_derivatives_reach_closed_over_values_and_stay_out_of_forward_p
     xs = jax.vmap(root, in_axes=(None, 0))(a, ps)
     np.testing.assert_allclose(jax.vmap(jax.grad(root, argnums=1), in_axes=(None, 0))(a, ps), 1 / (3 * xs**2 + a), rtol=1e-12)
     assert calls
+
+
+def test_iteration_matrix_record_serves_only_the_step_it_fits():
+    """``IterationMatrix``, the record both implicit solvers keep: its factors serve a step of
+    the size they were built for (to 1e-6), not one 1e-3 larger; the renewal rule retires them
+    after a solve that cost more than their average (a build counted as 20 iterations, then
+    2 and 30 iterations: 52/2 = 26 < 30); ``max_solves`` caps their age; ``after`` counts the
+    builds and restarts the cost when a solve built a matrix."""
+    from difflie.numerics.newton import IterationMatrix, KeptMatrix, NewtonResult
+
+    h = jnp.asarray(1e-3)
+
+    def solved(iterations, updates):
+        return NewtonResult(value=None, num_steps=jnp.array(iterations), iterations=jnp.array(iterations),
+                            converged=jnp.array(True), diverged=jnp.array(False), correction_norm=jnp.array(0.0),
+                            residual=None, matrix=KeptMatrix(jnp.ones(2), jnp.array(True)), fresh=jnp.array(updates > 0),
+                            updates=jnp.array(updates))  # fmt: skip
+
+    record = IterationMatrix.start(jnp.zeros(2), h.dtype)
+    assert not bool(record.for_step(h, 20.0).valid)  # nothing built yet
+    record = record.after(solved(2, 1), h, 20.0)
+    assert int(record.updates) == 1 and int(record.cost.solves) == 1 and float(record.cost.cost) == 22.0
+    assert bool(record.for_step(h, 20.0).valid) and bool(record.for_step(h * (1 + 1e-7), 20.0).valid)
+    assert not bool(record.for_step(h * (1 + 1e-3), 20.0).valid)
+    assert not bool(record.for_step(h, 20.0, max_solves=1).valid)
+    record = record.after(solved(30, 0), h, 20.0)
+    assert int(record.updates) == 1 and int(record.cost.solves) == 2 and float(record.cost.cost) == 52.0
+    assert not bool(record.for_step(h, 20.0).valid) and bool(record.for_step(h, None).valid)
+    assert not bool(record.after(solved(1, 0), h, 20.0, keep=False).valid)

@@ -114,7 +114,7 @@ def test_kept_matrix_renewal_rule_lowers_the_cost_per_step():
         def body(k, carry):
             y, state, its, built = carry
             y, _, state, st, _ = solver.step(model, k * 1e-3, (k + 1) * 1e-3, y, state)
-            return y, state, its + st.newton_iterations, built + (state.cost.solves == 1)
+            return y, state, its + st.newton_iterations, built + (state.matrix.cost.solves == 1)
 
         y, _, its, built = jax.lax.fori_loop(0, 400, body, (*solver.init(model, 0.0, 1e-3), 0, 0))
         return y.position, its, built
@@ -161,10 +161,10 @@ def test_kept_matrix_that_fails_is_replaced_by_a_fresh_one():
             return solver.step(model, k * h, (k + 1) * h, *carry)[0:3:2]
 
         y, st = jax.lax.fori_loop(0, 6, advance, solver.init(model, 0.0, h))
-        kept = eqx.tree_at(lambda s: (s.factors.inverses, s.valid, s.cost.solves), st,
-                           (scale * st.factors.inverses, jnp.array(True), jnp.array(1, jnp.int32)))
+        kept = eqx.tree_at(lambda s: (s.matrix.factors.inverses, s.matrix.valid, s.matrix.cost.solves), st,
+                           (scale * st.matrix.factors.inverses, jnp.array(True), jnp.array(1, jnp.int32)))
         y, _, st, stats, result = solver.step(model, 6 * h, 7 * h, y, kept)
-        return y, st.cost.solves, stats.newton_iterations, result._value
+        return y, st.matrix.cost.solves, stats.newton_iterations, result._value
 
     good, age_good, its_good, res_good = two_steps(1.0, 20)
     bad, age_bad, its_bad, res_bad = two_steps(3.0, 20)

@@ -18,6 +18,9 @@ callers is a policy, not a loop:
   diverges (not finite, outside ``admissible``, or ``theta > divergence``) on a matrix not
   built at ``x0`` restarts from ``x0`` on a fresh one, and one that runs out of iterations on a
   matrix from an earlier solve is run again from ``x0`` on a fresh one (once).
+  Implicit solvers carry a kept matrix from step to step in one record, ``IterationMatrix``
+  (the factors, the step size they fit, the builds so far and ``MatrixCost``'s renewal rule),
+  which generalized-alpha and backward Euler read the same way.
 - the stopping **test** is on the correction, ``||delta|| < tol + rtol ||x||``, or on the
   residual, ``||F(x_{k+1})|| <= tol``; a caller may add its own (``converged``).
 
@@ -94,12 +97,6 @@ class KeptMatrix(eqx.Module):
     factors: PyTree
     valid: Bool[Array, ""]
 
-    @classmethod
-    def for_step(cls, factors: PyTree, valid: Bool[Array, ""], built_for, h) -> KeptMatrix:
-        """Factors of an implicit step's iteration matrix, which depends on the step size: valid
-        only for a step ``h`` of the size ``built_for`` they were built for (to 1e-6 relative)."""
-        return cls(factors, valid & (jnp.abs(built_for - h) <= 1e-6 * jnp.abs(h)))
-
 
 class MatrixCost(eqx.Module):
     """What a matrix kept across solves has cost so far, for the renewal rule: a matrix whose
@@ -128,6 +125,48 @@ class MatrixCost(eqx.Module):
             cost=jnp.where(built, rebuild_cost + its, self.cost + its),
             solves=jnp.where(built, 1, self.solves + 1).astype(jnp.int32),
             last=iterations.astype(jnp.int32),
+        )
+
+
+class IterationMatrix(eqx.Module):
+    """An implicit solver's iteration matrix kept from step to step (modified Newton), as every
+    solver carries it: the factors, whether they may serve again, the step size they were built
+    for (the matrix depends on it), the builds so far (a diagnostic) and what the matrix has
+    cost (``MatrixCost``)."""
+
+    factors: PyTree
+    valid: Bool[Array, ""]
+    dt: Float[Array, ""]
+    updates: Int[Array, ""]
+    cost: MatrixCost
+
+    @classmethod
+    def start(cls, factors: PyTree, dtype) -> IterationMatrix:
+        """Placeholder ``factors`` (of the right shape), not valid: the first step builds."""
+        return cls(factors, jnp.array(False), jnp.zeros((), dtype), jnp.array(0, jnp.int32), MatrixCost.start(dtype))
+
+    def for_step(self, h, rebuild_cost: float | None, max_solves: int | None = None) -> KeptMatrix:
+        """The factors for the solve of a step ``h``: valid when they were built for that size
+        (to 1e-6 relative), the renewal rule keeps them (``rebuild_cost``; ``None``: off) and
+        they have served fewer than ``max_solves`` solves (``None``: no limit)."""
+        valid = self.valid & (jnp.abs(self.dt - h) <= 1e-6 * jnp.abs(h))
+        if rebuild_cost is not None:
+            valid = valid & ~self.cost.stale()
+        if max_solves is not None:
+            valid = valid & (self.cost.solves < max_solves)
+        return KeptMatrix(self.factors, valid)
+
+    def after(self, out: NewtonResult, h, rebuild_cost: float | None, keep: Bool[Array, ""] | bool = True) -> IterationMatrix:
+        """The record after a step of size ``h`` solved by ``out`` (``newton_iterate``'s result;
+        full Newton keeps no matrix and leaves the factors as they were). ``keep``: false
+        retires the matrix whatever Newton says (a change of chart)."""
+        matrix = out.matrix if out.matrix is not None else KeptMatrix(self.factors, self.valid)
+        return IterationMatrix(
+            factors=matrix.factors,
+            valid=matrix.valid & keep,
+            dt=jnp.asarray(h, self.dt.dtype),
+            updates=self.updates + out.updates,
+            cost=self.cost.after(out.updates > 0, out.iterations, rebuild_cost or 0.0),
         )
 
 

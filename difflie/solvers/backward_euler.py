@@ -33,15 +33,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Float
 
 from .. import dae
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
 from ..numerics import linear, sparsity
 from ..numerics.newton import (
-    KeptMatrix,
-    MatrixCost,
+    IterationMatrix,
     Newton,
     NewtonSolution,
     implicit_derivatives,
@@ -72,14 +71,10 @@ class BackwardEulerState(eqx.Module):
 
 class BackwardEulerSolverState(eqx.Module):
     """Carried between steps besides the state: the recent solutions that start Newton, and the
-    factors of the kept iteration matrix, whether they may serve the next step, its step size
-    and its cost so far, with its age in steps (``matrix_reuse > 1``)."""
+    kept iteration matrix (``matrix_reuse > 1``; its age is ``matrix.cost.solves``)."""
 
     history: History | None
-    factors: linear.BlockFactors | None
-    valid: Bool[Array, ""]
-    dt: Float[Array, ""]
-    cost: MatrixCost
+    matrix: IterationMatrix | None
 
 
 class BackwardEuler(AbstractSolver):
@@ -172,22 +167,21 @@ class BackwardEuler(AbstractSolver):
         y0 = BackwardEulerState(r, rot, rdot, rate, acc, lam)
         sol = jnp.concatenate([acc, lam])
         history = History.start(self.extrapolation, jnp.asarray(t0, r.dtype), sol) if self.extrapolation else None
-        factors = None
-        if self._keeps_matrix:
+        matrix = None
+        if self._keeps_matrix:  # the first step builds its matrix
             st = self.structure(model)
             zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), r.dtype)
-            factors = linear.BlockFactors(zero, zero, zero)
-        # The first step builds its matrix.
-        return y0, BackwardEulerSolverState(history, factors, jnp.array(False), jnp.zeros((), r.dtype), MatrixCost.start(r.dtype))
+            matrix = IterationMatrix.start(linear.BlockFactors(zero, zero, zero), r.dtype)
+        return y0, BackwardEulerSolverState(history, matrix)
 
     @property
     def _keeps_matrix(self) -> bool:
         return self.newton == "modified" and self.matrix_reuse > 1
 
     def _solve(self, model, t1, h, y0, x0, state: BackwardEulerSolverState):
-        """Newton on the step residual: ``(solution, factors, fresh, iterations)``; the
-        solution's ``num_steps`` counts its last attempt, ``iterations`` also those of a failed
-        attempt on a kept matrix."""
+        """Newton on the step residual: ``(solution, iterations, newton_iterate's result)``
+        (the last ``None`` without a kept matrix); the solution's ``num_steps`` counts its last
+        attempt, ``iterations`` also those of a failed attempt on a kept matrix."""
         tol, floor = self._stopping_test(h, y0, x0)
         st = self.structure(model)
         newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified",
@@ -199,13 +193,13 @@ class BackwardEuler(AbstractSolver):
 
         if not self._keeps_matrix:
             sol = newton_solve(residual, x0, args, newton, floor=floor, structure=st)
-            return sol, None, jnp.array(True), sol.num_steps
+            return sol, sol.num_steps, None
 
         # Modified Newton without derivatives, on the kept matrix unless it is stale (a step
         # that does not converge on it is solved again from x0 on a fresh one); derivatives
         # attached once after it by the implicit-function theorem.
         args_ng, x0_ng = no_grad((args, x0))
-        kept = KeptMatrix.for_step(state.factors, state.valid & (state.cost.solves < self.matrix_reuse), state.dt, h)
+        kept = state.matrix.for_step(h, self.rebuild_cost, self.matrix_reuse)
 
         def flat_residual(x):
             return ravel_pytree(residual(x, args_ng))[0]
@@ -214,7 +208,7 @@ class BackwardEuler(AbstractSolver):
         out = newton_iterate(flat_residual, x0_ng, system, newton, floor=floor, kept=kept)
         value = implicit_derivatives(residual, out.value, args, st)
         sol = NewtonSolution(value, out.num_steps, out.result, out.correction_norm)  # the last attempt
-        return sol, out.matrix.factors, out.fresh, out.iterations
+        return sol, out.iterations, out
 
     def residual(self, model, t1, h, y0: BackwardEulerState, x) -> Float[Array, " k"]:
         """The step residual in the unknowns ``x = (a, lambda)`` (written once; two arrays, so
@@ -237,7 +231,7 @@ class BackwardEuler(AbstractSolver):
         n = y0.acceleration.shape[0]
         guess = None if history is None else history.guess(t1)
         x0 = (y0.acceleration, y0.multipliers) if guess is None else (guess[:n], guess[n:])
-        sol, factors, fresh, iterations = self._solve(model, t1, h, y0, x0, solver_state)
+        sol, iterations, out = self._solve(model, t1, h, y0, x0, solver_state)
         nb = y0.position.shape[0]
         acc, lam = sol.value
         v1 = jac.join(y0.velocity, y0.rate) + h * acc
@@ -250,9 +244,10 @@ class BackwardEuler(AbstractSolver):
         if history is not None:
             x1 = jnp.concatenate([y1.acceleration, lam])
             history = jax.lax.stop_gradient(history.push(t1, x1, rechart))  # only starts Newton
-        cost = solver_state.cost.after(fresh, iterations, self.rebuild_cost or 0.0)
-        stale = rechart if self.rebuild_cost is None else rechart | cost.stale()
-        state1 = BackwardEulerSolverState(history, factors, ~stale, jax.lax.stop_gradient(h), jax.lax.stop_gradient(cost))
+        matrix = solver_state.matrix
+        if out is not None:
+            matrix = jax.lax.stop_gradient(matrix.after(out, h, self.rebuild_cost, keep=~rechart))
+        state1 = BackwardEulerSolverState(history, matrix)
         finite = jnp.all(jnp.isfinite(acc)) & jnp.all(jnp.isfinite(lam))
         result = RESULTS.where(finite, sol.result, RESULTS.nonfinite)
         stats = StepStats(evaluations=iterations, newton_iterations=iterations, residual=sol.correction_norm)

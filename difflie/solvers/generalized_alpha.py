@@ -30,7 +30,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Float
 
 from .. import dae
 from ..constraints.formulations import get_formulation
@@ -38,7 +38,7 @@ from ..lie import hat
 from ..lie.ops import mm, mv
 from ..lie.ops import so3_exp_matrix
 from ..numerics import linear, sparsity
-from ..numerics.newton import KeptMatrix, MatrixCost, Newton, implicit_derivatives, newton_iterate, no_grad
+from ..numerics.newton import IterationMatrix, Newton, implicit_derivatives, newton_iterate, no_grad
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
 from .predictor import History
@@ -89,17 +89,6 @@ class GeneralizedAlphaState(eqx.Module):
     acceleration: Float[Array, "nb 6"]  # vdot
     algorithmic_acceleration: Float[Array, "nb 6"]  # a
     multipliers: Float[Array, " m"]  # lambda
-
-
-class IterationMatrix(eqx.Module):
-    """Factors of the (scaled) iteration matrix (``difflie.numerics.linear.factor_blocks``),
-    kept across steps by modified Newton."""
-
-    factors: linear.BlockFactors
-    valid: Bool[Array, ""]
-    dt: Float[Array, ""]  # step size the matrix was built for
-    updates: Int[Array, ""]  # number of factorisations so far (diagnostic)
-    cost: MatrixCost  # for the renewal rule (rebuild_cost)
 
 
 class GeneralizedAlphaSolverState(eqx.Module):
@@ -240,13 +229,7 @@ class GeneralizedAlpha(AbstractSolver):
         y0 = GeneralizedAlphaState(x, form.rotation(R), u, w, vdot, vdot, lam)
         st = self.structure(model)
         zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), x.dtype)
-        cache = IterationMatrix(
-            factors=linear.BlockFactors(zero, zero, zero),
-            valid=jnp.array(False),
-            dt=jnp.zeros((), x.dtype),
-            updates=jnp.array(0, jnp.int32),
-            cost=MatrixCost.start(x.dtype),
-        )
+        cache = IterationMatrix.start(linear.BlockFactors(zero, zero, zero), x.dtype)
         history = History.start(self.extrapolation, jnp.asarray(t0, x.dtype), _predicted(y0)) if self.extrapolation else None
         return y0, GeneralizedAlphaSolverState(cache, history)
 
@@ -315,23 +298,12 @@ class GeneralizedAlpha(AbstractSolver):
             ok_dyn = jnp.linalg.norm(F[:n_dyn] / s) <= atol + rtol * scale
             return ok_dyn & jnp.all(jnp.abs(F[n_dyn:]) <= ctol)
 
-        kept = None
-        if modified and self.reuse_across_steps:
-            kept = KeptMatrix.for_step(cache.factors, cache.valid, cache.dt, h)
-            if self.rebuild_cost is not None:  # the last step cost more than the matrix's average
-                kept = KeptMatrix(kept.factors, kept.valid & ~cache.cost.stale())
+        kept = cache.for_step(h, self.rebuild_cost) if modified and self.reuse_across_steps else None
         out = newton_iterate(
             lambda x: fn(_split(x, n_dyn)), x0, (value_and_factors, st.solve), newton,
             has_aux=True, converged=converged, kept=kept,
         )  # fmt: skip
-        matrix = out.matrix if modified else KeptMatrix(cache.factors, cache.valid)  # full: nothing kept
-        new_cache = IterationMatrix(
-            factors=matrix.factors,
-            valid=matrix.valid,
-            dt=h,
-            updates=cache.updates + out.updates,
-            cost=cache.cost.after(out.updates > 0, out.iterations, self.rebuild_cost or 0.0),
-        )
+        new_cache = cache.after(out, h, self.rebuild_cost)
         return out.value, out.iterations, out.converged, jnp.max(jnp.abs(out.residual[0])), new_cache
 
     def step(self, model, t0, t1, y0: GeneralizedAlphaState, solver_state: GeneralizedAlphaSolverState):
