@@ -202,3 +202,32 @@ def test_iteration_matrix_record_serves_only_the_step_it_fits():
     assert int(record.updates) == 1 and int(record.cost.solves) == 2 and float(record.cost.cost) == 52.0
     assert not bool(record.for_step(h, 20.0).valid) and bool(record.for_step(h, None).valid)
     assert not bool(record.after(solved(1, 0), h, 20.0, keep=False).valid)
+
+
+def test_named_batch_iterates_in_one_loop_and_stopped_systems_keep_their_roots():
+    """Under a named ``vmap`` the batch runs one loop until its last system stops. A system that
+    converges on its kept matrix before another needs a new one keeps its root and its
+    iteration count, the same as alone, and takes the matrices the batch builds after it (each
+    counted, as the other system's); unnamed, it builds none. (Before the one loop, the stopped
+    system kept its first matrix: 0 builds against 8.)"""
+    from difflie.numerics.linear import factor
+    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
+
+    cs = jnp.array([[1e-9, -2e-9, 1e-9], [2.0, -1.5, 1.0]])  # near x0 = 0, and far from it
+
+    def solve(c, axis):
+        def fn(x):
+            return x**3 + x - c
+
+        x0 = jnp.zeros(3)
+        newton = Newton(tol=1e-12, modified=True, max_iterations=30, contractivity=0.5, batch_axis=axis)
+        return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=KeptMatrix(factor(jnp.eye(3)), jnp.array(True)))
+
+    named = jax.jit(jax.vmap(lambda c: solve(c, "b"), axis_name="b"))(cs)
+    plain = jax.jit(jax.vmap(lambda c: solve(c, None)))(cs)
+    alone = jax.jit(lambda c: solve(c, None))(cs[0])
+    assert bool(jnp.all(named.converged)) and int(plain.updates[0]) == int(alone.updates) == 0
+    assert int(named.num_steps[0]) == int(alone.num_steps) < int(named.num_steps[1])
+    np.testing.assert_array_equal(np.asarray(named.value[0]), np.asarray(alone.value))
+    assert int(named.updates[1]) >= 1 and int(named.updates[0]) == int(named.updates[1])
+    np.testing.assert_allclose(named.value**3 + named.value - cs, 0.0, atol=1e-11)

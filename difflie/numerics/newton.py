@@ -65,9 +65,12 @@ class Newton(eqx.Module):
     batch when any of its systems needs one, so iterations on kept matrices cost a solve. Every
     system then takes its new matrix, built at its own iterate: the batch has paid for them,
     and systems that kept older matrices would each ask for a build of the whole batch later
-    (a batch of 64 Pandas over 0.2 s ran 3.1x faster so). A system's iterates thus depend on
-    its batch within Newton's tolerance, as a full-Newton step's do not. Only valid inside such
-    a ``vmap``.
+    (a batch of 64 Pandas over 0.2 s ran 3.1x faster so). The batch also iterates in one loop,
+    until its last system stops: a system that has stopped keeps its iterate and counts but
+    takes the matrices built after it, so the factors are never selected system by system (a
+    ``vmap``'s loop selects every carried array at every iteration; 16 Pandas 1.4x faster per
+    step). A system's iterates thus depend on its batch within Newton's tolerance, as a
+    full-Newton step's do not. Only valid inside such a ``vmap``.
     """
 
     tol: float | Array = 1e-10
@@ -390,6 +393,17 @@ def newton_iterate(
     def cond(c):
         return ~c["done"] & ~c["failed"]
 
+    def batch_body(c):
+        """``body`` for a named batch, in one loop until its last system stops: a system that
+        has stopped keeps its iterate and counts but takes the matrices the batch builds, so
+        the factors, most of the carry, are not selected system by system at every iteration."""
+        out, going = body(c), cond(c)
+        took = ("factors", "updates", "fresh")
+        return {k: v if k in took else jax.tree.map(lambda a, b: jnp.where(going, a, b), v, c[k]) for k, v in out.items()}
+
+    def batch_cond(c):
+        return jax.lax.psum(cond(c).astype(jnp.int32), solver.batch_axis) > 0
+
     # Every iteration, the first included, runs in the loop: the iteration (a Jacobian pushed
     # through the residual) is traced and compiled once.
     no = jnp.array(False)
@@ -410,7 +424,10 @@ def newton_iterate(
             init.update(fresh=no, total=zero)
         if solver.max_reuse is not None:
             init.update(reuse=zero)
-    out = jax.lax.while_loop(cond, body, init)
+    if modified and solver.batch_axis is not None:
+        out = jax.lax.while_loop(batch_cond, batch_body, init)
+    else:
+        out = jax.lax.while_loop(cond, body, init)
     x = out["x"]
     diverged = ~jnp.all(jnp.isfinite(ravel_pytree(x)[0]))
     if admissible is not None:
