@@ -32,6 +32,7 @@ extra linear solve, whatever the number of iterations. ``newton_solve`` is the t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal
@@ -234,11 +235,12 @@ def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> 
     return value, jnp.concatenate(blocks, axis=1)
 
 
-def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jacobian=None):
+def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jacobian=None, batched: bool = False):
     """``(value_and_factors, solve)`` of ``dF/dx`` for ``newton_iterate``: dense by
     ``value_and_jacobian``, from a closed-form ``jacobian(x)`` (a matrix over the flat
     ``x``), or by blocks of a ``difflie.numerics.sparsity.Sparsity`` ``structure`` of
-    ``x``'s flat leaves. ``fn`` maps ``x`` to a flat residual."""
+    ``x``'s flat leaves (``batched``: solves in the form for a ``vmap`` batch,
+    ``Sparsity.solve(..., indexed=True)``). ``fn`` maps ``x`` to a flat residual."""
     if structure is not None:
         treedef = jax.tree_util.tree_structure(x0)
 
@@ -246,7 +248,7 @@ def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jac
             leaves = [leaf.reshape(-1) for leaf in jax.tree_util.tree_leaves(x)]
             return structure.value_and_factors(lambda parts: fn(jax.tree_util.tree_unflatten(treedef, list(parts))), leaves)
 
-        return value_and_factors, structure.solve
+        return value_and_factors, functools.partial(structure.solve, indexed=batched)
 
     def value_and_factors(x):
         if jacobian is not None:

@@ -207,7 +207,7 @@ class BackwardEuler(AbstractSolver):
         def flat_residual(x):
             return ravel_pytree(residual(x, args_ng))[0]
 
-        system = linear_system(flat_residual, x0_ng, st)
+        system = linear_system(flat_residual, x0_ng, st, batched=self.batch_axis is not None)
         out = newton_iterate(flat_residual, x0_ng, system, newton, floor=floor, kept=kept)
         value = implicit_derivatives(residual, out.value, args, st)
         sol = NewtonSolution(value, out.num_steps, out.result, out.correction_norm)  # the last attempt

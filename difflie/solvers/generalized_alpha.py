@@ -294,13 +294,16 @@ class GeneralizedAlpha(AbstractSolver):
         def value_and_factors(x):
             return st.value_and_factors(lambda parts: fn(parts)[0], _split(x, n_dyn))
 
+        def solve(factors, b):  # a named batch solves in a batch's form
+            return st.solve(factors, b, indexed=self.batch_axis is not None)
+
         def converged(x1, delta, F, scale):
             ok_dyn = jnp.linalg.norm(F[:n_dyn] / s) <= atol + rtol * scale
             return ok_dyn & jnp.all(jnp.abs(F[n_dyn:]) <= ctol)
 
         kept = cache.for_step(h, self.rebuild_cost) if modified and self.reuse_across_steps else None
         out = newton_iterate(
-            lambda x: fn(_split(x, n_dyn)), x0, (value_and_factors, st.solve), newton,
+            lambda x: fn(_split(x, n_dyn)), x0, (value_and_factors, solve), newton,
             has_aux=True, converged=converged, kept=kept,
         )  # fmt: skip
         new_cache = cache.after(out, h, self.rebuild_cost)
