@@ -310,13 +310,11 @@ def solve_blocks(f: BlockFactors, b: Float[Array, "K B"], indexed: bool = False)
         return _solve_blocks_indexed(f, b)
 
     def forward(y_prev, blocks):
-        s_inv, lo, bk = blocks
-        y = _dot(s_inv, bk - _dot(lo, y_prev))
+        y = _forward_block(y_prev, *blocks)
         return y, y
 
     def backward(x_next, blocks):
-        x_up, yk = blocks
-        x = yk - _dot(x_up, x_next)
+        x = _backward_block(x_next, *blocks)
         return x, x
 
     zero = jnp.zeros_like(b[0])
@@ -331,16 +329,26 @@ def _solve_blocks_indexed(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Arra
 
     def forward(k, carry):
         y_prev, y = carry
-        yk = _dot(f.inverses[k], b[k] - _dot(f.lower[k], y_prev))
+        yk = _forward_block(y_prev, f.inverses[k], f.lower[k], b[k])
         return yk, y.at[k].set(yk)
 
     def backward(i, carry):
         x_next, x = carry
         k = n - 1 - i
-        xk = y[k] - _dot(f.upper[k], x_next)
+        xk = _backward_block(x_next, f.upper[k], y[k])
         return xk, x.at[k].set(xk)
 
     zero = jnp.zeros_like(b[0])
     _, y = jax.lax.fori_loop(0, n, forward, (zero, jnp.zeros_like(b)))
     _, x = jax.lax.fori_loop(0, n, backward, (zero, jnp.zeros_like(b)))
     return x
+
+
+def _forward_block(y_prev, s_inv, lo, bk):
+    """``y_k = S_k^{-1} (b_k - L_k y_{k-1})``."""
+    return _dot(s_inv, bk - _dot(lo, y_prev))
+
+
+def _backward_block(x_next, x_up, yk):
+    """``x_k = y_k - X_k x_{k+1}``."""
+    return yk - _dot(x_up, x_next)
