@@ -28,10 +28,9 @@
 per-compilation debug options), to compare compile times: ``xla-default`` turns XLA's fusion
 autotuner back on (``difflie.xla.GPU_COMPILER_OPTIONS`` turns it off).
 ``--solvers all`` runs every solver of a kind at its first size (default: the first solver only);
-any other word runs, at every size, the solvers whose label holds it (``--solvers batch_axis``).
-The batches are ``jax.vmap(..., axis_name="batch")``; the solvers marked ``batch_axis`` name it,
-so that modified Newton rebuilds its kept matrices for the batch together
-(``difflie.numerics.newton.Newton``).
+any other word runs, at every size, the solvers whose label holds it (``--solvers modified``).
+The batches are ``jax.vmap``s; under one, modified Newton rebuilds its kept matrices for the
+batch together (``difflie.numerics.newton.Newton``).
 
 Timing: compiled once (``difflie.xla.jit``), a warm-up, then the median of ``--repeats`` runs
 with ``block_until_ready``; the compile time is split into tracing and lowering (``lower_s``)
@@ -56,7 +55,6 @@ from difflie.models import chain
 H_CHAIN, CHAIN_STEPS = 1e-3, 20
 H_PANDA, PANDA_STEPS = 0.2 / 560, 5
 H_G1, G1_STEPS = 1e-3, 5
-AXIS = "batch"  # the vmap axis, named for modified Newton's batch_axis
 GPU_OPTIONS = {"difflie": {},  # difflie.xla.jit's own: GPU_COMPILER_OPTIONS
                "xla-default": {"xla_gpu_experimental_enable_fusion_autotuner": True}}  # fmt: skip
 OPTIONS = {}  # the chosen entry of GPU_OPTIONS
@@ -80,7 +78,7 @@ def chain_rows(n, bodies, solver, repeats):
         return dl.simulate(m, solver, 0.0, t1, H_CHAIN, saveat=dl.SaveAt(t1=True), throw=False).position[-1, -1]
 
     angles = jax.numpy.linspace(0.0, 0.5, n)
-    many, l_many, c_many = compiled(jax.vmap(tip, axis_name=AXIS), angles)
+    many, l_many, c_many = compiled(jax.vmap(tip), angles)
     one, l_one, c_one = compiled(tip, angles[0])
     t_many = median_time(lambda: many(angles), repeats)
     t_one = median_time(lambda: one(angles[0]), repeats)
@@ -106,7 +104,7 @@ def batch_rows(what, model, q0, qd0, h, steps, solver, repeats, pinocchio_us=Non
             return dl.simulate(with_joint_state(model, a, b), solver, 0.0, k * h, h,
                                saveat=dl.SaveAt(t1=True), throw=False).position[-1]  # fmt: skip
 
-        many, l_many, c_many = compiled(jax.vmap(end, axis_name=AXIS), q0, qd0)
+        many, l_many, c_many = compiled(jax.vmap(end), q0, qd0)
         times[k] = median_time(lambda: many(q0, qd0), repeats if k != whole else max(1, repeats // 2))
         ends = np.asarray(many(q0, qd0))
         assert np.all(np.isfinite(ends)), f"a system of the batch of {what} went non-finite"
@@ -155,15 +153,12 @@ def g1_rows(n, solver, repeats, args):
 CHAIN_SOLVERS = {"GeneralizedAlpha()": lambda: dl.GeneralizedAlpha(rho_inf=0.9),
                  "BackwardEuler()": lambda: dl.BackwardEuler()}  # fmt: skip
 PANDA_SOLVERS = {"GeneralizedAlpha(block_size=24)": lambda: dl.GeneralizedAlpha(block_size=24),
-                 'GeneralizedAlpha(newton="modified", block_size=24, batch_axis)':
-                 lambda: dl.GeneralizedAlpha(newton="modified", block_size=24, batch_axis=AXIS),
+                 'GeneralizedAlpha(newton="modified", block_size=24)':
+                 lambda: dl.GeneralizedAlpha(newton="modified", block_size=24),
                  'GeneralizedAlpha(newton="modified")': lambda: dl.GeneralizedAlpha(newton="modified"),
                  "GeneralizedAlpha()": lambda: dl.GeneralizedAlpha(),
-                 "BackwardEuler()": lambda: dl.BackwardEuler(),
-                 "BackwardEuler(batch_axis)": lambda: dl.BackwardEuler(batch_axis=AXIS)}  # fmt: skip
+                 "BackwardEuler()": lambda: dl.BackwardEuler()}  # fmt: skip
 G1_SOLVERS = {"GeneralizedAlpha(block_size=24)": lambda: dl.GeneralizedAlpha(block_size=24),
-              'GeneralizedAlpha(newton="modified", block_size=24, batch_axis)':
-              lambda: dl.GeneralizedAlpha(newton="modified", block_size=24, batch_axis=AXIS),
               'GeneralizedAlpha(newton="modified", block_size=24)':
               lambda: dl.GeneralizedAlpha(newton="modified", block_size=24)}  # fmt: skip
 KINDS = {"chain": (CHAIN_SOLVERS, "chains"), "panda": (PANDA_SOLVERS, "pandas"), "g1": (G1_SOLVERS, "g1")}

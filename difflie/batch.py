@@ -16,7 +16,6 @@ fastest form on CPU cores.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,8 +25,6 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .simulate import Solution, simulate
-
-BATCH_AXIS = "simulate_batch"  # the name of simulate_batch's vmap axis
 
 
 def stack(trees: Sequence[Any]) -> Any:
@@ -84,22 +81,20 @@ def simulate_batch(
     devices, one per core: XLA runs a CPU program's small kernels on one core otherwise.
     Without ``devices`` a batch placed by ``shard`` is partitioned by XLA (unchunked only).
 
-    An implicit solver whose ``batch_axis`` is ``None`` gets this vmap's axis (``BATCH_AXIS``):
-    with modified Newton its kept matrices are then rebuilt for the batch (or chunk) together,
-    when any system needs one (``difflie.numerics.newton.Newton``), not at every iteration, and
-    every system takes its new matrix: a system's results depend on the systems it shares a
-    vmap with (``chunk_size``, ``devices``) only within Newton's tolerance.
+    With modified Newton, as under any ``jax.vmap``, an implicit solver's kept matrices are
+    rebuilt for the batch (or chunk) together, when any system needs one
+    (``difflie.numerics.newton.Newton``), not at every iteration, and every system takes its new
+    matrix: a system's results depend on the systems it shares a vmap with (``chunk_size``,
+    ``devices``) only within Newton's tolerance.
     """
     n = batch_size(params)
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
         raise ValueError(f"simulate_batch: chunk_size must be a positive int or None, got {chunk_size!r}")
     build = (lambda p: p) if make_model is None else make_model
-    if getattr(solver, "batch_axis", BATCH_AXIS) is None:
-        solver = dataclasses.replace(solver, batch_axis=BATCH_AXIS)
     arrays, static = eqx.partition(params, eqx.is_array)
 
     def run(arrays):
-        one = jax.vmap(lambda a: simulate(build(eqx.combine(a, static)), solver, t0, t1, dt, **kwargs), axis_name=BATCH_AXIS)
+        one = jax.vmap(lambda a: simulate(build(eqx.combine(a, static)), solver, t0, t1, dt, **kwargs))
         return one(arrays) if chunk_size is None else _chunked(one, arrays, chunk_size)
 
     if devices is None:

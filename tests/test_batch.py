@@ -15,6 +15,7 @@ import pytest
 
 from difflie.batch import batch_size, shard, simulate_batch, stack
 from difflie.lie import SO3
+from difflie.numerics import newton
 from difflie.models.rigid import heavy_top
 from difflie.models.spatial import heavy_top_spherical
 from difflie.simulate import simulate
@@ -84,10 +85,10 @@ def _conds(jaxpr) -> int:
 
 
 @pytest.mark.parametrize("solver", [GeneralizedAlpha(newton="modified"), BackwardEuler()], ids=["ga-modified", "be"])
-def test_modified_newton_batch_rebuilds_matrices_together(solver):
-    """``simulate_batch`` names its vmap axis for modified Newton: a kept matrix is rebuilt
-    under a ``lax.cond`` taken when any system of the batch needs one (under a plain vmap the
-    cond becomes a select that builds a matrix at every iteration), and every system takes the
+def test_modified_newton_batch_rebuilds_matrices_together(solver, monkeypatch):
+    """Under ``vmap`` (``simulate_batch``'s or a plain one) modified Newton rebuilds a kept
+    matrix under a ``lax.cond`` taken when any system of the batch needs one (a cond per system
+    would become a select that builds a matrix at every iteration), and every system takes the
     new matrix it paid for: the results of single runs to Newton's tolerance (relative 1e-8 on
     the residual, ~1e-12 per step on the rotations here), in fewer iterations."""
     omegas = jnp.array([[0.0, 150.0, -4.6], [0.0, 120.0, 2.0], [3.0, 90.0, 0.0]])
@@ -95,15 +96,27 @@ def test_modified_newton_batch_rebuilds_matrices_together(solver):
     def batch(w):
         return simulate_batch(w, solver, 0.0, 0.04, 4e-3, make_model=lambda o: heavy_top_spherical(omega0=o))
 
+    def one(o):
+        return simulate(heavy_top_spherical(omega0=o), solver, 0.0, 0.04, 4e-3)
+
     out = jax.jit(batch)(omegas)
     alone = 0
     for i in range(3):
-        single = simulate(heavy_top_spherical(omega0=omegas[i]), solver, 0.0, 0.04, 4e-3)
+        single = one(omegas[i])
         np.testing.assert_allclose(out.rotation[i], single.rotation, rtol=0, atol=1e-10)
         alone += int(single.stats.newton_iterations)
     assert int(jnp.sum(out.stats.newton_iterations)) <= alone
-    plain = jax.vmap(lambda o: simulate(heavy_top_spherical(omega0=o), solver, 0.0, 0.04, 4e-3))
-    assert _conds(jax.make_jaxpr(batch)(omegas).jaxpr) == _conds(jax.make_jaxpr(plain)(omegas).jaxpr) + 1
+    plain = jax.jit(jax.vmap(one))(omegas)
+    np.testing.assert_array_equal(plain.rotation, out.rotation)
+    conds = _conds(jax.make_jaxpr(batch)(omegas).jaxpr)
+    monkeypatch.setattr(newton, "any_in_batch", lambda p: p)  # a decision per system
+    jax.clear_caches()  # simulate's trace is cached
+    try:
+        per_system = _conds(jax.make_jaxpr(batch)(omegas).jaxpr)
+    finally:
+        monkeypatch.undo()
+        jax.clear_caches()
+    assert conds == per_system + 1
 
 
 def test_bad_batches():

@@ -109,33 +109,35 @@ def test_kept_matrix_from_an_earlier_solve_is_dropped_when_it_fails():
     assert bool(fresh.converged) and int(fresh.iterations) == int(fresh.num_steps)
 
 
-def test_batch_axis_shares_the_matrices_a_batch_builds():
-    """Modified Newton under ``vmap`` with the axis named: when one system's kept matrix is
-    invalid, the batch builds matrices once and every system takes its own (each at its own
-    iterate), so every system counts one build; unnamed, only that system builds. Both reach
-    each system's root."""
+def test_a_vmap_batch_shares_the_matrices_it_builds():
+    """Modified Newton under ``vmap``: when one system's kept matrix is invalid, the batch
+    builds matrices once and every system takes its own (each at its own iterate), so every
+    system counts one build; run alone, only that system builds. Both reach each system's
+    root."""
     from difflie.numerics.linear import factor
     from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
 
     cs = jnp.array([[0.3, -0.2, 0.1], [0.2, 0.1, -0.3], [-0.1, 0.3, 0.2]])
     valid = jnp.array([False, True, True])
 
-    def solve(c, ok, axis):
+    def solve(c, ok):
         def fn(x):
             return x**3 + x - c
 
         x0 = jnp.zeros(3)
         kept = KeptMatrix(factor(jnp.eye(3)), ok)  # the Jacobian at x0: fits every system
-        newton = Newton(tol=1e-12, modified=True, max_iterations=30, batch_axis=axis)
+        newton = Newton(tol=1e-12, modified=True, max_iterations=30)
         return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=kept)
 
-    named = jax.jit(jax.vmap(lambda c, ok: solve(c, ok, "b"), axis_name="b"))(cs, valid)
-    plain = jax.jit(jax.vmap(lambda c, ok: solve(c, ok, None)))(cs, valid)
-    np.testing.assert_array_equal(np.asarray(named.updates), [1, 1, 1])
-    np.testing.assert_array_equal(np.asarray(plain.updates), [1, 0, 0])
-    for out in (named, plain):
-        assert bool(jnp.all(out.converged))
-        np.testing.assert_allclose(out.value**3 + out.value - cs, 0.0, atol=1e-11)
+    batch = jax.jit(jax.vmap(solve))(cs, valid)
+    one = jax.jit(solve)
+    alone = [one(c, ok) for c, ok in zip(cs, valid)]
+    np.testing.assert_array_equal(np.asarray(batch.updates), [1, 1, 1])
+    np.testing.assert_array_equal([int(out.updates) for out in alone], [1, 0, 0])
+    assert bool(jnp.all(batch.converged)) and all(bool(out.converged) for out in alone)
+    np.testing.assert_allclose(batch.value**3 + batch.value - cs, 0.0, atol=1e-11)
+    for c, out in zip(cs, alone):
+        np.testing.assert_allclose(out.value**3 + out.value - c, 0.0, atol=1e-11)
 
 
 def test_residual_test_and_iterates_outside_the_admissible_set():
@@ -204,30 +206,54 @@ def test_iteration_matrix_record_serves_only_the_step_it_fits():
     assert not bool(record.after(solved(1, 0), h, 20.0, keep=False).valid)
 
 
-def test_named_batch_iterates_in_one_loop_and_stopped_systems_keep_their_roots():
-    """Under a named ``vmap`` the batch runs one loop until its last system stops. A system that
+def test_a_vmap_batch_iterates_in_one_loop_and_stopped_systems_keep_their_roots():
+    """Under ``vmap`` the batch runs one loop until its last system stops. A system that
     converges on its kept matrix before another needs a new one keeps its root and its
     iteration count, the same as alone, and takes the matrices the batch builds after it (each
-    counted, as the other system's); unnamed, it builds none. (Before the one loop, the stopped
-    system kept its first matrix: 0 builds against 8.)"""
+    counted, as the other system's); alone, it builds none. (With a loop per system, the
+    stopped system kept its first matrix: 0 builds against 8.)"""
     from difflie.numerics.linear import factor
     from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
 
     cs = jnp.array([[1e-9, -2e-9, 1e-9], [2.0, -1.5, 1.0]])  # near x0 = 0, and far from it
 
-    def solve(c, axis):
+    def solve(c):
         def fn(x):
             return x**3 + x - c
 
         x0 = jnp.zeros(3)
-        newton = Newton(tol=1e-12, modified=True, max_iterations=30, contractivity=0.5, batch_axis=axis)
+        newton = Newton(tol=1e-12, modified=True, max_iterations=30, contractivity=0.5)
         return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=KeptMatrix(factor(jnp.eye(3)), jnp.array(True)))
 
-    named = jax.jit(jax.vmap(lambda c: solve(c, "b"), axis_name="b"))(cs)
-    plain = jax.jit(jax.vmap(lambda c: solve(c, None)))(cs)
-    alone = jax.jit(lambda c: solve(c, None))(cs[0])
-    assert bool(jnp.all(named.converged)) and int(plain.updates[0]) == int(alone.updates) == 0
-    assert int(named.num_steps[0]) == int(alone.num_steps) < int(named.num_steps[1])
-    np.testing.assert_array_equal(np.asarray(named.value[0]), np.asarray(alone.value))
-    assert int(named.updates[1]) >= 1 and int(named.updates[0]) == int(named.updates[1])
-    np.testing.assert_allclose(named.value**3 + named.value - cs, 0.0, atol=1e-11)
+    batch = jax.jit(jax.vmap(solve))(cs)
+    alone = jax.jit(solve)(cs[0])
+    assert bool(jnp.all(batch.converged)) and int(alone.updates) == 0
+    assert int(batch.num_steps[0]) == int(alone.num_steps) < int(batch.num_steps[1])
+    np.testing.assert_array_equal(np.asarray(batch.value[0]), np.asarray(alone.value))
+    assert int(batch.updates[1]) >= 1 and int(batch.updates[0]) == int(batch.updates[1])
+    np.testing.assert_allclose(batch.value**3 + batch.value - cs, 0.0, atol=1e-11)
+    # Nested vmaps share over both axes: the far system's builds reach every system.
+    nested = jax.jit(jax.vmap(jax.vmap(solve)))(jnp.stack([cs, cs[::-1]]))
+    np.testing.assert_array_equal(np.asarray(nested.updates), int(batch.updates[1]))
+
+
+def test_a_matrix_is_charged_only_the_iterations_done_on_it():
+    """A kept matrix that stops contracting is retired mid-solve; the matrix built then is
+    charged the iterations done on it, not the whole solve's (the renewal rule would otherwise
+    think a fresh matrix as costly as the stale one it replaced, and keep it)."""
+    from difflie.numerics.linear import factor
+    from difflie.numerics.newton import IterationMatrix, KeptMatrix, linear_system, newton_iterate
+
+    c = jnp.array([0.3, -0.2, 0.1])
+
+    def fn(x):
+        return x**3 + x - c
+
+    x0 = jnp.zeros(3)
+    stale = KeptMatrix(factor(3.0 * jnp.eye(3)), jnp.array(True))  # far from dF/dx = I at x0
+    newton = Newton(tol=1e-12, modified=True, max_iterations=30, contractivity=0.5)
+    out = newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=stale)
+    assert bool(out.converged) and int(out.updates) >= 1
+    assert 1 <= int(out.on_matrix) < int(out.iterations)
+    record = IterationMatrix.start(stale.factors, x0.dtype).after(out, jnp.asarray(1e-3), 20.0)
+    assert float(record.cost.cost) == 20.0 + int(out.on_matrix) and int(record.cost.last) == int(out.on_matrix)

@@ -202,7 +202,9 @@ def test_saddle_point_systems_in_blocks_match_numpy():
 
 def test_indexed_block_solve_matches_the_scan_alone_and_in_a_batch():
     """``solve_blocks(..., indexed=True)`` (the form for a batch) solves a block-tridiagonal
-    system as the scan does, for one system and under ``vmap``, and both match NumPy."""
+    system as the scan does, for one system and under ``vmap``, and both match NumPy;
+    ``indexed=None`` scans alone and indexes the factors under a ``vmap`` of them, not of the
+    right-hand side only."""
     rng = np.random.default_rng(3)
     K, B, n = 5, 4, 3
 
@@ -226,7 +228,18 @@ def test_indexed_block_solve_matches_the_scan_alone_and_in_a_batch():
         return linear.solve_blocks(linear.factor_blocks(blocks), b.reshape(K, B), indexed).reshape(-1)
 
     expected = np.linalg.solve(mats, bs[..., None])[..., 0]
-    for indexed in (False, True):
+    for indexed in (False, True, None):
         np.testing.assert_allclose(solve(jnp.asarray(mats[0]), jnp.asarray(bs[0]), indexed), expected[0], atol=1e-12)
         batch = jax.jit(jax.vmap(lambda A, b, i=indexed: solve(A, b, i)))(jnp.asarray(mats), jnp.asarray(bs))
         np.testing.assert_allclose(batch, expected, atol=1e-12)
+
+    def transposes(fn, *args):  # a scan over batched factors transposes them
+        return str(jax.make_jaxpr(fn)(*args)).count("transpose[")
+
+    As, bs = jnp.asarray(mats), jnp.asarray(bs)
+    A0 = As[0]
+    by_batch = transposes(jax.vmap(lambda A, b: solve(A, b, None)), As, bs)
+    assert by_batch == transposes(jax.vmap(lambda A, b: solve(A, b, True)), As, bs)
+    assert by_batch < transposes(jax.vmap(lambda A, b: solve(A, b, False)), As, bs)
+    shared = transposes(jax.vmap(lambda b: solve(A0, b, None)), bs)
+    assert shared == transposes(jax.vmap(lambda b: solve(A0, b, False)), bs)

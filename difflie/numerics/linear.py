@@ -297,13 +297,16 @@ def factor_blocks(m: Blocks) -> BlockFactors:
     return BlockFactors(inverses, upper, m.lower)
 
 
-def solve_blocks(f: BlockFactors, b: Float[Array, "K B"], indexed: bool = False) -> Float[Array, "K B"]:
+def solve_blocks(f: BlockFactors, b: Float[Array, "K B"], indexed: bool | None = False) -> Float[Array, "K B"]:
     """``x`` with ``A x = b`` from ``factor_blocks``' result: a ``lax.scan`` over the blocks
     or, ``indexed``, loops that index them. Under ``vmap`` a scan over batched factors moves
     the batch axis behind the blocks' at every solve (a transpose of all the factors); the
     indexed loops read each block where it lies. Indexed is the faster form for a batch (256
     Pandas in chunks of 4 over 0.2 s: 6 %; 16 in one ``vmap``: 9 %), the scan for a single
-    system (12 % on a Panda)."""
+    system (12 % on a Panda). ``indexed=None``: indexed under a ``vmap`` of the factors, the
+    scan otherwise (Newton's solves, which take no derivatives)."""
+    if indexed is None:
+        return _solve_blocks_by_batch(f, b)
     if b.shape[0] == 1:
         return _dot(f.inverses[0], b[0])[None]
     if indexed:
@@ -321,6 +324,32 @@ def solve_blocks(f: BlockFactors, b: Float[Array, "K B"], indexed: bool = False)
     _, y = jax.lax.scan(forward, zero, (f.inverses, f.lower, b))
     _, x = jax.lax.scan(backward, zero, (f.upper, y), reverse=True)
     return x
+
+
+@jax.custom_jvp
+def _solve_blocks_by_batch(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:
+    return _solve_blocks_by_vmap(f, b)
+
+
+@_solve_blocks_by_batch.defjvp
+def _solve_blocks_by_batch_jvp(primals, tangents):
+    """Linear in ``b``; the factors carry no derivatives. (A ``custom_vmap`` has no rules for
+    JAX's partial evaluation, which a ``grad`` through a checkpointed loop needs.)"""
+    f, b = primals
+    return _solve_blocks_by_batch(f, b), _solve_blocks_by_batch(f, tangents[1])
+
+
+@jax.custom_batching.custom_vmap
+def _solve_blocks_by_vmap(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:
+    return solve_blocks(f, b)
+
+
+@_solve_blocks_by_vmap.def_vmap
+def _solve_blocks_by_vmap_rule(axis_size, in_batched, f, b):
+    del axis_size
+    in_axes = jax.tree.map(lambda batched: 0 if batched else None, in_batched)
+    indexed = any(jax.tree.leaves(in_batched[0]))  # shared factors: the scan does not transpose them
+    return jax.vmap(lambda f, b: solve_blocks(f, b, indexed), in_axes=tuple(in_axes))(f, b), True
 
 
 def _solve_blocks_indexed(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:

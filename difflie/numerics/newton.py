@@ -47,6 +47,33 @@ from . import linear
 from ..results import RESULTS
 
 
+@jax.custom_batching.custom_vmap
+def any_in_batch(p: Bool[Array, ""]) -> Bool[Array, ""]:
+    """``p`` for one system; under ``jax.vmap``, whether it holds for any system of the batch
+    (one unbatched flag, so a ``lax.cond`` or loop it decides stays one for the batch)."""
+    return p
+
+
+@any_in_batch.def_vmap
+def _any_in_batch_vmap(axis_size, in_batched, p):
+    del axis_size, in_batched
+    return any_in_batch(jnp.any(p)), False
+
+
+@jax.custom_batching.custom_vmap
+def in_batch(x: Array) -> Bool[Array, ""]:
+    """Whether the caller runs under ``jax.vmap`` (``x``: any array of its own): a constant
+    that XLA folds, false for one system."""
+    del x
+    return jnp.array(False)
+
+
+@in_batch.def_vmap
+def _in_batch_vmap(axis_size, in_batched, x):
+    del axis_size, in_batched, x
+    return jnp.array(True), False
+
+
 class Newton(eqx.Module):
     """Newton's method: the stopping test, the iteration limit and the matrix policy.
 
@@ -59,19 +86,18 @@ class Newton(eqx.Module):
     the contraction rate exceeds ``contractivity`` or after ``max_reuse`` iterations, restart
     from the initial guess when the rate exceeds ``divergence``.
 
-    ``batch_axis``: the name of a ``jax.vmap`` axis (``jax.vmap(f, axis_name=...)``) over which
-    the caller batches the solve, for modified Newton. Under ``vmap`` the rebuild of a kept
-    matrix, a ``lax.cond`` per system, becomes a select that builds a matrix at every iteration
-    of every system; with the axis named it stays a ``lax.cond`` that builds matrices for the
-    batch when any of its systems needs one, so iterations on kept matrices cost a solve. Every
-    system then takes its new matrix, built at its own iterate: the batch has paid for them,
-    and systems that kept older matrices would each ask for a build of the whole batch later
-    (a batch of 64 Pandas over 0.2 s ran 3.1x faster so). The batch also iterates in one loop,
+    **Under ``jax.vmap``** modified Newton solves the batch together (``any_in_batch``). A
+    ``vmap`` would turn the rebuild of a kept matrix, a ``lax.cond`` per system, into a select
+    that builds a matrix at every iteration of every system; instead the batch builds matrices
+    when any of its systems needs one, so iterations on kept matrices cost a solve, and every
+    system takes its new matrix, built at its own iterate: the batch has paid for them, and
+    systems that kept older matrices would each ask for a build of the whole batch later (a
+    batch of 64 Pandas over 0.2 s ran 3.1x faster so). The batch also iterates in one loop,
     until its last system stops: a system that has stopped keeps its iterate and counts but
     takes the matrices built after it, so the factors are never selected system by system (a
     ``vmap``'s loop selects every carried array at every iteration; 16 Pandas 1.4x faster per
     step). A system's iterates thus depend on its batch within Newton's tolerance, as a
-    full-Newton step's do not. Only valid inside such a ``vmap``.
+    full-Newton step's do not. A single system runs the same code with none of this.
     """
 
     tol: float | Array = 1e-10
@@ -83,7 +109,6 @@ class Newton(eqx.Module):
     contractivity: float | None = eqx.field(static=True, default=None)
     max_reuse: int | None = eqx.field(static=True, default=None)
     divergence: float | None = eqx.field(static=True, default=None)
-    batch_axis: str | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.max_iterations < 1:
@@ -123,7 +148,9 @@ class MatrixCost(eqx.Module):
         return (self.last * self.solves).astype(self.cost.dtype) > self.cost
 
     def after(self, built: Bool[Array, ""], iterations: Int[Array, ""], rebuild_cost: float) -> MatrixCost:
-        """The record after a solve of ``iterations``, on a matrix ``built`` in it or kept."""
+        """The record after a solve that did ``iterations`` on the matrix it ends with, ``built``
+        in it or kept. Iterations on an earlier matrix, retired during the solve, are that
+        matrix's cost, not this one's."""
         its = iterations.astype(self.cost.dtype)
         return MatrixCost(
             cost=jnp.where(built, rebuild_cost + its, self.cost + its),
@@ -170,7 +197,7 @@ class IterationMatrix(eqx.Module):
             valid=matrix.valid & keep,
             dt=jnp.asarray(h, self.dt.dtype),
             updates=self.updates + out.updates,
-            cost=self.cost.after(out.updates > 0, out.iterations, rebuild_cost or 0.0),
+            cost=self.cost.after(out.updates > 0, out.iterations if out.on_matrix is None else out.on_matrix, rebuild_cost or 0.0),
         )
 
 
@@ -181,8 +208,9 @@ class NewtonResult(eqx.Module):
     of all attempts); ``converged``; ``diverged`` (failed, with a last iterate not finite or
     outside ``admissible``); ``correction_norm``; ``residual``: ``F`` at the last iterate
     (residual test only, else ``None``) and its auxiliary output; ``matrix``: the factors in use
-    at the end and whether they may be kept (modified Newton; ``None`` for full); ``fresh``: a matrix was built in this solve; ``updates``:
-    how many.
+    at the end and whether they may be kept (modified Newton; ``None`` for full); ``fresh``: a
+    matrix was built in this solve; ``updates``: how many; ``on_matrix``: the iterations done on
+    the matrix in use at the end (modified Newton; ``None`` for full).
     """
 
     value: PyTree
@@ -195,6 +223,7 @@ class NewtonResult(eqx.Module):
     matrix: KeptMatrix | None
     fresh: Bool[Array, ""]
     updates: Int[Array, ""]
+    on_matrix: Int[Array, ""] | None = None
 
     @property
     def result(self) -> RESULTS:
@@ -235,12 +264,12 @@ def value_and_jacobian(f: Callable[[PyTree], Float[Array, " m"]], x: PyTree) -> 
     return value, jnp.concatenate(blocks, axis=1)
 
 
-def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jacobian=None, batched: bool = False):
+def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jacobian=None):
     """``(value_and_factors, solve)`` of ``dF/dx`` for ``newton_iterate``: dense by
     ``value_and_jacobian``, from a closed-form ``jacobian(x)`` (a matrix over the flat
     ``x``), or by blocks of a ``difflie.numerics.sparsity.Sparsity`` ``structure`` of
-    ``x``'s flat leaves (``batched``: solves in the form for a ``vmap`` batch,
-    ``Sparsity.solve(..., indexed=True)``). ``fn`` maps ``x`` to a flat residual."""
+    ``x``'s flat leaves (solved in the form for a ``vmap`` batch under one,
+    ``Sparsity.solve(..., indexed=None)``). ``fn`` maps ``x`` to a flat residual."""
     if structure is not None:
         treedef = jax.tree_util.tree_structure(x0)
 
@@ -248,7 +277,7 @@ def linear_system(fn: Callable[[PyTree], Array], x0: PyTree, structure=None, jac
             leaves = [leaf.reshape(-1) for leaf in jax.tree_util.tree_leaves(x)]
             return structure.value_and_factors(lambda parts: fn(jax.tree_util.tree_unflatten(treedef, list(parts))), leaves)
 
-        return value_and_factors, functools.partial(structure.solve, indexed=batched)
+        return value_and_factors, functools.partial(structure.solve, indexed=None)
 
     def value_and_factors(x):
         if jacobian is not None:
@@ -370,6 +399,7 @@ def newton_iterate(
             at_x0=restart,
             at_start=at_start,
             updates=c["updates"] + jnp.asarray(refresh, jnp.int32),
+            on_matrix=jnp.where(refresh, 1, c["on_matrix"] + 1),
         )
         if solver.max_reuse is not None:
             out.update(reuse=jnp.where(refresh, 1, c["reuse"] + 1))
@@ -384,11 +414,9 @@ def newton_iterate(
         refresh = ~c["valid"]
         if solver.max_reuse is not None:
             refresh = refresh | (c["reuse"] >= solver.max_reuse)
-        if solver.batch_axis is None:
-            factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
-        else:  # one decision for the batch, and every system takes the matrices it pays for
-            refresh = jax.lax.psum(refresh.astype(jnp.int32), solver.batch_axis) > 0
-            factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
+        # Under vmap: one decision for the batch, and every system takes the matrices it pays for.
+        refresh = any_in_batch(refresh)
+        factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
         F = c["F"] if residual_test else residual_and_aux(c["x"])[0]
         return iterate(c, F, factors, refresh)
 
@@ -396,15 +424,17 @@ def newton_iterate(
         return ~c["done"] & ~c["failed"]
 
     def batch_body(c):
-        """``body`` for a named batch, in one loop until its last system stops: a system that
-        has stopped keeps its iterate and counts but takes the matrices the batch builds, so
-        the factors, most of the carry, are not selected system by system at every iteration."""
-        out, going = body(c), cond(c)
+        """``body`` for modified Newton, in one loop until the last system of a ``vmap`` batch
+        stops: a system that has stopped keeps its iterate and counts but takes the matrices
+        the batch builds, so the factors, most of the carry, are not selected system by system
+        at every iteration. Alone, a system is going whenever the body runs, and the selects
+        fold away."""
+        out, going = body(c), cond(c) | ~in_batch(c["done"])
         took = ("factors", "updates", "fresh")
-        return {k: v if k in took else jax.tree.map(lambda a, b: jnp.where(going, a, b), v, c[k]) for k, v in out.items()}
-
-    def batch_cond(c):
-        return jax.lax.psum(cond(c).astype(jnp.int32), solver.batch_axis) > 0
+        new = {k: v if k in took else jax.tree.map(lambda a, b: jnp.where(going, a, b), v, c[k]) for k, v in out.items()}
+        # A matrix taken after stopping has served no iteration of this system.
+        new["on_matrix"] = jnp.where(going, out["on_matrix"], jnp.where(out["updates"] > c["updates"], 0, c["on_matrix"]))
+        return new
 
     # Every iteration, the first included, runs in the loop: the iteration (a Jacobian pushed
     # through the residual) is traced and compiled once.
@@ -420,14 +450,14 @@ def newton_iterate(
         factors = kept.factors if keeps else _zeros_like_shape(jax.eval_shape(lambda x: value_and_factors(x)[1], x0))
         init.update(
             factors=factors, valid=kept.valid if keeps else no, at_x0=jnp.array(True), at_start=jnp.array(not keeps),
-            updates=zero,
+            updates=zero, on_matrix=zero,
         )  # fmt: skip
         if keeps:
             init.update(fresh=no, total=zero)
         if solver.max_reuse is not None:
             init.update(reuse=zero)
-    if modified and solver.batch_axis is not None:
-        out = jax.lax.while_loop(batch_cond, batch_body, init)
+    if modified:
+        out = jax.lax.while_loop(lambda c: any_in_batch(cond(c)), batch_body, init)
     else:
         out = jax.lax.while_loop(cond, body, init)
     x = out["x"]
@@ -445,6 +475,7 @@ def newton_iterate(
         matrix=KeptMatrix(out["factors"], out["valid"]) if modified else None,
         fresh=out["fresh"] if keeps else jnp.array(True),
         updates=out["updates"] if modified else out["k"],
+        on_matrix=out["on_matrix"] if modified else None,
     )
 
 

@@ -149,8 +149,9 @@ class Sparsity:
             columns.append(cols)
         return value, linear.factor_blocks(self.blocks(jnp.concatenate(columns, axis=1)))
 
-    def solve(self, factors: linear.BlockFactors, b: Float[Array, " n"], indexed: bool = False) -> Float[Array, " n"]:
-        """``A^{-1} b`` with the factors of ``A``; ``indexed``: for a batch (``linear.solve_blocks``)."""
+    def solve(self, factors: linear.BlockFactors, b: Float[Array, " n"], indexed: bool | None = False) -> Float[Array, " n"]:
+        """``A^{-1} b`` with the factors of ``A``; ``indexed``: the form of the block solve
+        (``linear.solve_blocks``; ``None``: by batch, for Newton's solves)."""
         return self.from_blocks(linear.solve_blocks(factors, self.to_blocks(b), indexed))
 
     def tangent_solve(self, g: Callable[[Array], Array], y: Float[Array, " n"]) -> Float[Array, " n"]:

@@ -96,16 +96,13 @@ class BackwardEuler(AbstractSolver):
     on a fresh one. The converged step meets the same tolerance either way, and derivatives (implicit
     function theorem) use the exact Jacobian at the solution, not the kept matrix. A body that
     spins fast makes a matrix a step old a poor one: the heavy top of Holzinger, Arnold &
-    Gerstmayr (2024) at h = 1e-3 takes 13 iterations per step on kept matrices and 2 with
-    ``matrix_reuse=1``, 3x faster there (``benchmarks/history``, 2026-11-27).
+    Gerstmayr (2024) at h = 1e-3 takes 8.4 iterations per step on kept matrices and 2 with
+    ``matrix_reuse=1``, 1.4x faster there (``benchmarks/history``, 2026-11-27).
     ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology, built
     from compressed derivatives and factored as block-tridiagonal with blocks of up to this many
     unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The default keeps
     one level (a body and its joint's rows) per block: larger blocks were slower on chains,
     trees and loops (``benchmarks/RESULTS.md``, Scaling).
-    ``batch_axis``: for modified Newton under ``jax.vmap(..., axis_name=batch_axis)``: the batch
-    rebuilds its matrices together when any system needs a new one, instead of every iteration,
-    and every system takes its new matrix (``difflie.numerics.newton.Newton``).
     """
 
     formulation: str = eqx.field(static=True, default="rA")
@@ -117,7 +114,6 @@ class BackwardEuler(AbstractSolver):
     matrix_reuse: int = eqx.field(static=True, default=30)
     rebuild_cost: float | None = eqx.field(static=True, default=20.0)
     block_size: int | None = eqx.field(static=True, default=16)
-    batch_axis: str | None = eqx.field(static=True, default=None)
 
     order: ClassVar[int] = 1
 
@@ -187,8 +183,7 @@ class BackwardEuler(AbstractSolver):
         attempt, ``iterations`` also those of a failed attempt on a kept matrix."""
         tol, floor = self._stopping_test(h, y0, x0)
         st = self.structure(model)
-        newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified",
-                        batch_axis=self.batch_axis)  # fmt: skip
+        newton = Newton(tol=tol, max_iterations=self.max_iterations, modified=self.newton == "modified")
         args = (model, t1, h, y0)
 
         def residual(x, a):
@@ -207,7 +202,7 @@ class BackwardEuler(AbstractSolver):
         def flat_residual(x):
             return ravel_pytree(residual(x, args_ng))[0]
 
-        system = linear_system(flat_residual, x0_ng, st, batched=self.batch_axis is not None)
+        system = linear_system(flat_residual, x0_ng, st)
         out = newton_iterate(flat_residual, x0_ng, system, newton, floor=floor, kept=kept)
         value = implicit_derivatives(residual, out.value, args, st)
         sol = NewtonSolution(value, out.num_steps, out.result, out.correction_norm)  # the last attempt

@@ -145,7 +145,9 @@ class GeneralizedAlpha(AbstractSolver):
       ``contractivity`` per iteration, after ``max_reuse`` iterations on one matrix, or when the
       step size changes; a diverging iteration restarts the step from the predictor with a
       fresh matrix). With ``reuse_across_steps=False`` the matrix is built once per step, at
-      the predictor.
+      the predictor. Under ``jax.vmap`` a batch decides its rebuilds together
+      (``difflie.numerics.newton.Newton``). Exudyn's generalized-alpha uses the same modified
+      Newton by default (contractivity 0.5, eight iterations per matrix).
     - ``rebuild_cost``: modified Newton also rebuilds a kept matrix at the start of a step when
       the last step took more iterations than the matrix's average cost per step so far, its
       build counted as ``rebuild_cost`` iterations (``difflie.numerics.newton.MatrixCost``,
@@ -169,9 +171,6 @@ class GeneralizedAlpha(AbstractSolver):
       this many unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The
       default keeps one level (a body and its joint's rows) per block: larger blocks were
       slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
-    - ``batch_axis``: for modified Newton under ``jax.vmap(..., axis_name=batch_axis)``: the
-      batch rebuilds its matrices together when any system needs a new one, instead of every
-      iteration, and every system takes its new matrix (``difflie.numerics.newton.Newton``).
     """
 
     rho_inf: float = 0.9
@@ -186,7 +185,6 @@ class GeneralizedAlpha(AbstractSolver):
     scaling: bool = eqx.field(static=True, default=True)
     extrapolation: int = eqx.field(static=True, default=3)
     block_size: int | None = eqx.field(static=True, default=16)
-    batch_axis: str | None = eqx.field(static=True, default=None)
     rebuild_cost: float | None = eqx.field(static=True, default=20.0)
 
     order: ClassVar[int] = 2
@@ -288,14 +286,13 @@ class GeneralizedAlpha(AbstractSolver):
             contractivity=self.contractivity,
             max_reuse=self.max_reuse,
             divergence=2.0,
-            batch_axis=self.batch_axis,
         )
 
         def value_and_factors(x):
             return st.value_and_factors(lambda parts: fn(parts)[0], _split(x, n_dyn))
 
-        def solve(factors, b):  # a named batch solves in a batch's form
-            return st.solve(factors, b, indexed=self.batch_axis is not None)
+        def solve(factors, b):  # in a batch's form under vmap
+            return st.solve(factors, b, indexed=None)
 
         def converged(x1, delta, F, scale):
             ok_dyn = jnp.linalg.norm(F[:n_dyn] / s) <= atol + rtol * scale
