@@ -33,7 +33,7 @@ from difflie.models import chain  # noqa: E402
 H = 1e-3
 # Under vmap, modified Newton rebuilds a batch's kept matrices together.
 SOLVERS = {
-    "ga": lambda: dl.GeneralizedAlpha(rho_inf=0.9),
+    "ga": lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="full"),
     "ga-mod": lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="modified"),
     "be-rA": lambda: dl.BackwardEuler(formulation="rA"),
 }

@@ -111,7 +111,7 @@ def main():
     if args.xla_defaults:
         JIT["jit"] = jax.jit
     solvers = {
-        "difflie full Newton": GeneralizedAlpha(),
+        "difflie full Newton": GeneralizedAlpha(newton="full"),
         "difflie modified Newton (matrix per step)": GeneralizedAlpha(newton="modified", reuse_across_steps=False),
         "difflie modified Newton (matrix kept across steps)": GeneralizedAlpha(newton="modified"),
         # Newton started from vdot1 = vdot0, lambda1 = lambda0 as in Holzinger, Arnold & Gerstmayr 2024

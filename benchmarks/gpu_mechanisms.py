@@ -7,7 +7,7 @@
                                         [--options NAME] [--solvers all] [--budget 300]
 
 * **Chains** (the model and initial tilts of ``chains.py``): ``jax.vmap`` of ``simulate`` over
-  ``n`` spherical-joint chains of ``--bodies`` rods, ``GeneralizedAlpha(rho_inf=0.9)`` and
+  ``n`` spherical-joint chains of ``--bodies`` rods, ``GeneralizedAlpha(rho_inf=0.9, newton="full")`` and
   ``BackwardEuler()`` (rA), 20 steps of 1e-3 s, float64; beside one chain alone on the same
   device. The batch's first chain must end where the lone chain ends (to 1e-9).
 * **Pandas** (the scenario of ``robots.py``: sinusoidal torques, URDF damping, initial joint
@@ -150,15 +150,15 @@ def g1_rows(n, solver, repeats, args):
                       args.g1_pinocchio_us, args.whole)
 
 
-CHAIN_SOLVERS = {"GeneralizedAlpha()": lambda: dl.GeneralizedAlpha(rho_inf=0.9),
+CHAIN_SOLVERS = {'GeneralizedAlpha(newton="full")': lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="full"),
                  "BackwardEuler()": lambda: dl.BackwardEuler()}  # fmt: skip
-PANDA_SOLVERS = {"GeneralizedAlpha(block_size=24)": lambda: dl.GeneralizedAlpha(block_size=24),
+PANDA_SOLVERS = {'GeneralizedAlpha(newton="full", block_size=24)': lambda: dl.GeneralizedAlpha(newton="full", block_size=24),
                  'GeneralizedAlpha(newton="modified", block_size=24)':
                  lambda: dl.GeneralizedAlpha(newton="modified", block_size=24),
                  'GeneralizedAlpha(newton="modified")': lambda: dl.GeneralizedAlpha(newton="modified"),
-                 "GeneralizedAlpha()": lambda: dl.GeneralizedAlpha(),
+                 'GeneralizedAlpha(newton="full")': lambda: dl.GeneralizedAlpha(newton="full"),
                  "BackwardEuler()": lambda: dl.BackwardEuler()}  # fmt: skip
-G1_SOLVERS = {"GeneralizedAlpha(block_size=24)": lambda: dl.GeneralizedAlpha(block_size=24),
+G1_SOLVERS = {'GeneralizedAlpha(newton="full", block_size=24)': lambda: dl.GeneralizedAlpha(newton="full", block_size=24),
               'GeneralizedAlpha(newton="modified", block_size=24)':
               lambda: dl.GeneralizedAlpha(newton="modified", block_size=24)}  # fmt: skip
 KINDS = {"chain": (CHAIN_SOLVERS, "chains"), "panda": (PANDA_SOLVERS, "pandas"), "g1": (G1_SOLVERS, "g1")}

@@ -289,7 +289,8 @@ def bench_robot(s, args, rows):
     print(f"  Pinocchio RK4: errors {e1:.3g} at h = 5e-3, {e2:.3g} at 2.5e-3 (order {order:.2f}); {n} steps: "
           f"{e:.3g} rad; {per_step * 1e6:.1f} us/step, 4 x aba = {4 * aba * 1e6:.1f} us", flush=True)
 
-    for label, solver, h1 in [("GeneralizedAlpha()", dl.GeneralizedAlpha(), 1e-3), ("BackwardEuler()", dl.BackwardEuler(), 1e-3)]:
+    for label, solver, h1 in [('GeneralizedAlpha(newton="full")', dl.GeneralizedAlpha(newton="full"), 1e-3),
+                              ("BackwardEuler()", dl.BackwardEuler(), 1e-3)]:
         runs = {}
 
         def dl_error(h, solver=solver, runs=runs):
@@ -337,7 +338,7 @@ def bench_batch(s, args, rows, pin_step_us):
     if len(devices) > 1:
         variants.append((f"modified Newton, {where}", modified, on_devices))
     best = variants[-1]  # modified Newton in chunks, on every device
-    variants.append((f"full Newton, {where}", dl.GeneralizedAlpha(block_size=24), on_devices))
+    variants.append((f"full Newton, {where}", dl.GeneralizedAlpha(newton="full", block_size=24), on_devices))
 
     def rate(make, args_, k):
         """(steady s per step, start s, compile s) of the program ``make(steps)`` over ``k`` and

@@ -9,9 +9,10 @@ ground, released from the horizontal), ``revolute`` (the same on revolute joints
 y), ``spider`` (a tree: a hub and four arms), ``ladder`` (a row of closed spatial four-bar
 loops, three bodies per loop); h = 1e-3, rho_inf = 0.9, float64. For each size:
 
-- difflie: ``GeneralizedAlpha()`` with full Newton (``ga``, the default: a fresh iteration
-  matrix every iteration) and with modified Newton (``ga-mod``: kept matrices, as Exudyn
-  does), and ``BackwardEuler()`` (rA, rp; modified Newton). Compile time of the whole
+- difflie: ``GeneralizedAlpha()`` with full Newton (``ga``: a fresh iteration matrix every
+  iteration) and with modified Newton (``ga-mod``: kept matrices, as Exudyn does by default;
+  ``GeneralizedAlpha()``'s default, ``newton="auto"``, is ``ga`` for one body and ``ga-mod``
+  for more), and ``BackwardEuler()`` (rA, rp; modified Newton). Compile time of the whole
   ``simulate`` program (``difflie.xla.jit``, lowered and compiled once); memory of its buffers
   (XLA's memory analysis: arguments, outputs and temporaries). Per step: a jitted loop of the
   solver's ``step`` with the number of steps as an argument, timed at 1 and 1 + ``steps`` steps
@@ -49,7 +50,7 @@ MODELS = {
     "ladder": lambda n: ladder(max(1, n // 3)),
 }
 SOLVERS = {
-    "ga": lambda: dl.GeneralizedAlpha(rho_inf=0.9),
+    "ga": lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="full"),
     "ga-mod": lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="modified"),
     "be-rA": lambda: dl.BackwardEuler(formulation="rA"),
     "be-rp": lambda: dl.BackwardEuler(formulation="rp"),

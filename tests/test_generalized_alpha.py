@@ -328,3 +328,25 @@ def test_modified_newton_rebuild_rule_lowers_the_cost_per_step():
     assert its_on + 20 * mats_on < its_off + 20 * mats_off
     with pytest.raises(ValueError, match="rebuild_cost"):
         GeneralizedAlpha(rebuild_cost=-1.0)
+
+
+def test_newton_auto_is_full_for_one_body_and_modified_for_a_mechanism():
+    """The default ``newton="auto"``: the heavy top runs exactly as with full Newton, a double
+    pendulum exactly as with modified Newton (kept matrices: fewer builds than iterations)."""
+    from difflie.models import double_pendulum
+
+    def run_with(model, solver):
+        sol = simulate(model, solver, 0.0, 0.01, 1e-3)
+        return np.asarray(sol.position), int(sol.stats.newton_iterations)
+
+    top = heavy_top_spherical()
+    auto, full = run_with(top, GeneralizedAlpha()), run_with(top, GeneralizedAlpha(newton="full"))
+    np.testing.assert_array_equal(auto[0], full[0])
+    assert auto[1] == full[1]
+    pendulum = double_pendulum()
+    auto, modified = run_with(pendulum, GeneralizedAlpha()), run_with(pendulum, GeneralizedAlpha(newton="modified"))
+    np.testing.assert_array_equal(auto[0], modified[0])
+    assert auto[1] == modified[1]
+    assert not np.array_equal(auto[0], run_with(pendulum, GeneralizedAlpha(newton="full"))[0])
+    with pytest.raises(ValueError, match="auto"):
+        GeneralizedAlpha(newton="chord")

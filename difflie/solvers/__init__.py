@@ -8,7 +8,8 @@ rows, constraint rows with pinned points) and shares one vocabulary of options:
   ``SO3xR3Variational``; also ``difflie.kinematics.assemble``). ``max_steps`` is only ever
   the number of time steps of ``difflie.simulate``.
 - ``newton="modified"`` (an iteration matrix kept over iterations, and across steps where the
-  solver says so) or ``"full"`` (a fresh one every iteration).
+  solver says so) or ``"full"`` (a fresh one every iteration); ``GeneralizedAlpha``'s default
+  ``"auto"`` is full Newton for one body and modified for more.
 - ``rtol``, ``atol`` (and ``tol`` for ``BackwardEuler``'s correction norm): ``None`` picks
   defaults for the dtype (float64 or float32).
 - ``extrapolation``: degree of the polynomial predictor that starts Newton (0: last values).

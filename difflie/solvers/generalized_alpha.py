@@ -139,7 +139,7 @@ class GeneralizedAlpha(AbstractSolver):
     **Arguments:**
 
     - ``rho_inf``: spectral radius at infinity in ``[0, 1)``; 0.9 as in Holzinger, Arnold & Gerstmayr (2024).
-    - ``newton``: ``"full"`` (a fresh iteration matrix every iteration) or ``"modified"``
+    - ``newton``: ``"full"`` (a fresh iteration matrix every iteration), ``"modified"``
       (the factorised matrix is kept across iterations, and across steps when
       ``reuse_across_steps``, and rebuilt when the residual contracts by less than
       ``contractivity`` per iteration, after ``max_reuse`` iterations on one matrix, or when the
@@ -147,7 +147,12 @@ class GeneralizedAlpha(AbstractSolver):
       fresh matrix). With ``reuse_across_steps=False`` the matrix is built once per step, at
       the predictor. Under ``jax.vmap`` a batch decides its rebuilds together
       (``difflie.numerics.newton.Newton``). Exudyn's generalized-alpha uses the same modified
-      Newton by default (contractivity 0.5, eight iterations per matrix).
+      Newton by default (contractivity 0.5, eight iterations per matrix). ``"auto"`` (the
+      default): full Newton for one body, modified for more. One body's matrix costs about
+      what an iteration costs, and a fast-spinning body makes a kept matrix stale within a
+      step (the heavy top: 8.2 against 17.4 us per step); for mechanisms a matrix costs about
+      twenty iterations, and modified Newton is 1.6x (a double pendulum) to 11x (a humanoid)
+      faster (``benchmarks/RESULTS.md``).
     - ``rebuild_cost``: modified Newton also rebuilds a kept matrix at the start of a step when
       the last step took more iterations than the matrix's average cost per step so far, its
       build counted as ``rebuild_cost`` iterations (``difflie.numerics.newton.MatrixCost``,
@@ -174,7 +179,7 @@ class GeneralizedAlpha(AbstractSolver):
     """
 
     rho_inf: float = 0.9
-    newton: Literal["full", "modified"] = eqx.field(static=True, default="full")
+    newton: Literal["auto", "full", "modified"] = eqx.field(static=True, default="auto")
     rtol: float | None = eqx.field(static=True, default=None)
     atol: float | None = eqx.field(static=True, default=None)
     ctol: float | None = eqx.field(static=True, default=None)
@@ -192,8 +197,8 @@ class GeneralizedAlpha(AbstractSolver):
     def __check_init__(self):
         if isinstance(self.rho_inf, (int, float)) and not 0.0 <= self.rho_inf < 1.0:
             raise ValueError(f"GeneralizedAlpha: rho_inf must lie in [0, 1) for index 3, got {self.rho_inf}")
-        if self.newton not in ("full", "modified"):
-            raise ValueError(f"GeneralizedAlpha: newton must be 'full' or 'modified', got {self.newton!r}")
+        if self.newton not in ("auto", "full", "modified"):
+            raise ValueError(f"GeneralizedAlpha: newton must be 'auto', 'full' or 'modified', got {self.newton!r}")
         if self.max_iterations < 1 or self.max_reuse < 1:
             raise ValueError("GeneralizedAlpha: max_iterations and max_reuse must be >= 1")
         if self.rebuild_cost is not None and not self.rebuild_cost >= 0:
@@ -278,7 +283,7 @@ class GeneralizedAlpha(AbstractSolver):
         restarts from the predictor.
         """
         rtol, atol, ctol = self._tolerances(x0.dtype)
-        modified = self.newton == "modified"
+        modified = self.newton == "modified" or (self.newton == "auto" and n_dyn > 6)
         newton = Newton(
             max_iterations=self.max_iterations,
             modified=modified,
