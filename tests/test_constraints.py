@@ -308,3 +308,31 @@ def test_re_reframe_changes_the_chart_not_the_motion():
     dA = form.rotation(form.retract(new, x)) - form.rotation(new)
     expected = jnp.einsum("bij,bjk->bik", form.rotation(new), hat(jnp.einsum("bij,bj->bi", form.W(new), x)))
     np.testing.assert_allclose(dA, expected, atol=1e-11)
+
+
+def test_rows_of_chains_and_trees_are_taken_by_slices():
+    """``_take_rows`` equals ``x[index]``, values and gradients; for the rows of a chain's, a
+    tree's or a row of loops' joints (each body repeated for its rows, bodies in periodic runs)
+    it uses slices, whose transpose has no scatter-add (a loop over the rows on a CPU); an index
+    needing more than ``_MAX_SLICES`` slices falls back to a gather."""
+    from difflie.constraints.constraint_set import _MAX_SLICES, _slice_plan, _take_rows
+    from difflie.models import chain, ladder, spider
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(70, 3, 3)))
+    nb1 = lambda m: m.num_bodies + 1  # noqa: E731  (the ground is the last entry)
+    tree_rows = [np.asarray(m.constraints.body_i) % nb1(m) for m in (chain(12), spider(21), ladder(6))]
+    scattered = rng.integers(0, 70, 40)
+    for index in tree_rows + [np.asarray(spider(21).constraints.body_j) % 22, np.array([4, 4]), np.array([7]), scattered]:
+        np.testing.assert_array_equal(_take_rows(x, index), x[index])
+
+        def loss(x, take):
+            return jnp.sum(jnp.sin(take(x)) * jnp.arange(index.size)[:, None, None])
+
+        grad = jax.grad(loss)(x, lambda x: _take_rows(x, index))
+        np.testing.assert_allclose(grad, jax.grad(loss)(x, lambda x: x[index]), rtol=1e-14, atol=1e-14)
+        program = str(jax.make_jaxpr(jax.grad(lambda x: loss(x, lambda x: _take_rows(x, index))))(x))
+        assert ("scatter" in program) == (index is scattered)
+    assert _slice_plan(tree_rows[0])[0] == 3 and len(_slice_plan(tree_rows[0])[1]) == 2  # ground, then bodies 0..10
+    assert _slice_plan(tree_rows[2])[1][1][1:] == (3, 5)  # the loops: period 4, step 3
+    assert _slice_plan(scattered) is None and _MAX_SLICES < 40

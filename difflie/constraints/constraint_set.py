@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -150,8 +151,8 @@ class ConstraintSet(eqx.Module):
             eye = np.eye(nb1)
             Si, Sj = jnp.asarray(eye[i], r_ext.dtype), jnp.asarray(eye[j], r_ext.dtype)
             ri, rj, Ri, Rj = _select(Si, r_ext), _select(Sj, r_ext), _select(Si, R_ext), _select(Sj, R_ext)
-        else:  # gathers, linear in the bodies
-            ri, rj, Ri, Rj = r_ext[i], r_ext[j], R_ext[i], R_ext[j]
+        else:  # slices or gathers, linear in the bodies
+            ri, rj, Ri, Rj = _take_rows(r_ext, i), _take_rows(r_ext, j), _take_rows(R_ext, i), _take_rows(R_ext, j)
         forms = [FORMS[self.row_kinds[r]] for r in rows]
         used = {slot for form in forms for slot in form.slots}
         kappa, sigma = np.asarray([f.kappa for f in forms]), np.asarray([f.sigma for f in forms])
@@ -192,6 +193,68 @@ _SMALL = 64
 # generalized-alpha step: an 8-body chain, 24 x 8, 10 % faster by one-hot products; a 16-body
 # chain, 48 x 16, 3.7x faster by gathers).
 _ONE_HOT_MAX = 256
+
+
+# Most slices ``_take_rows`` puts together (a gather beyond), and the longest period of a run.
+_MAX_SLICES = 12
+_MAX_PERIOD = 4
+
+
+def _take_rows(x: Float[Array, "n ..."], index: np.ndarray) -> Float[Array, "k ..."]:
+    """``x[index]`` for a constant ``index``: as a few strided slices when ``index`` repeats
+    each entry of a few periodic runs (the rows of a chain's, a tree's or a row of loops'
+    joints, each body repeated for its rows), else a gather. A gather's transpose (in ``G^T
+    lambda``) is a scatter-add, which XLA runs on a CPU as a loop over the rows, one more loop
+    per derivative pass of the iteration matrix (a spider of 64 bodies: four loops of 192
+    iterations per build); a slice's is a pad."""
+    plan = _slice_plan(np.asarray(index))
+    if plan is None:
+        return x[index]
+    repeat, runs = plan
+    parts = []
+    for base, step, count in runs:
+        if step:  # one strided slice per position in the period, interleaved
+            cols = [jax.lax.slice_in_dim(x, b, b + step * (count - 1) + 1, step) for b in base]
+        else:
+            cols = [jnp.broadcast_to(jax.lax.slice_in_dim(x, b, b + 1), (count,) + x.shape[1:]) for b in base]
+        parts.append(cols[0] if len(cols) == 1 else jnp.stack(cols, axis=1).reshape((-1,) + x.shape[1:]))
+    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    if repeat > 1:
+        out = jnp.broadcast_to(out[:, None], (out.shape[0], repeat) + out.shape[1:]).reshape((-1,) + out.shape[1:])
+    return out
+
+
+def _slice_plan(index: np.ndarray) -> tuple[int, list[tuple[tuple[int, ...], int, int]]] | None:
+    """``(repeat, runs)``: ``index`` is each entry of the runs' concatenation repeated
+    ``repeat`` times; a run ``(base, step, count)`` is the ``count`` blocks ``base + b step``
+    (``b = 0, ..., count - 1``, ``step >= 0``, a period ``len(base)`` of up to
+    ``_MAX_PERIOD``). Greedy, the run covering most entries first; ``None`` beyond
+    ``_MAX_SLICES`` slices."""
+    if index.size == 0:
+        return None
+    change = np.flatnonzero(np.diff(index)) + 1
+    repeat = int(np.gcd.reduce(np.diff(np.concatenate([[0], change, [index.size]]))))
+    u = index[::repeat]
+    runs, slices, k = [], 0, 0
+    while k < u.size:
+        best = ((int(u[k]),), 1, 1)
+        for period in range(1, _MAX_PERIOD + 1):
+            if k + period >= u.size:
+                break
+            base, step = u[k : k + period], int(u[k + period] - u[k])
+            count = 1
+            while step >= 0 and k + (count + 1) * period <= u.size and np.array_equal(
+                u[k + count * period : k + (count + 1) * period], base + count * step
+            ):
+                count += 1
+            if count > 1 and count * period > best[2] * len(best[0]):
+                best = (tuple(int(b) for b in base), step, count)
+        runs.append(best)
+        slices += len(best[0])
+        if slices > _MAX_SLICES:
+            return None
+        k += best[2] * len(best[0])
+    return repeat, runs
 
 
 def _select(onehot: Float[Array, "m nb1"], x: Float[Array, "nb1 ..."]) -> Float[Array, "m ..."]:
