@@ -323,7 +323,9 @@ def test_rows_of_chains_and_trees_are_taken_by_slices():
     nb1 = lambda m: m.num_bodies + 1  # noqa: E731  (the ground is the last entry)
     tree_rows = [np.asarray(m.constraints.body_i) % nb1(m) for m in (chain(12), spider(21), ladder(6))]
     scattered = rng.integers(0, 70, 40)
-    for index in tree_rows + [np.asarray(spider(21).constraints.body_j) % 22, np.array([4, 4]), np.array([7]), scattered]:
+    # Rows of revolute joints put back in order: 3 CD rows then 2 DP1 rows per joint.
+    in_order = np.concatenate([[12 + 3 * k, 13 + 3 * k, 14 + 3 * k, 2 * k, 2 * k + 1] for k in range(6)])
+    for index in tree_rows + [np.asarray(spider(21).constraints.body_j) % 22, in_order, np.array([4, 4]), np.array([7]), scattered]:
         np.testing.assert_array_equal(_take_rows(x, index), x[index])
 
         def loss(x, take):
@@ -334,5 +336,6 @@ def test_rows_of_chains_and_trees_are_taken_by_slices():
         program = str(jax.make_jaxpr(jax.grad(lambda x: loss(x, lambda x: _take_rows(x, index))))(x))
         assert ("scatter" in program) == (index is scattered)
     assert _slice_plan(tree_rows[0])[0] == 3 and len(_slice_plan(tree_rows[0])[1]) == 2  # ground, then bodies 0..10
-    assert _slice_plan(tree_rows[2])[1][1][1:] == (3, 5)  # the loops: period 4, step 3
+    assert _slice_plan(tree_rows[2])[1][1][1:] == ((3, 3, 3, 3), 5)  # the loops: period 4, step 3
+    assert _slice_plan(in_order)[1] == [((12, 13, 14, 0, 1), (3, 3, 3, 2, 2), 6)]
     assert _slice_plan(scattered) is None and _MAX_SLICES < 40

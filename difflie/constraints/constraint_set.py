@@ -180,10 +180,10 @@ _GROUPS = (("DP1", "angle", "dp1_swap"), ("CD",), ("DP2", "D"))
 
 def _permute(perm: np.ndarray, x: Float[Array, " m"]) -> Float[Array, " m"]:
     """``x[perm]``: a product with a constant permutation matrix for few rows (fuses, unlike a
-    gather), a gather for many (linear in the rows)."""
+    gather), slices or a gather for many (linear in the rows; ``_take_rows``)."""
     if perm.size <= _SMALL:
         return jnp.sum(jnp.asarray(np.eye(perm.size)[perm], x.dtype) * x, axis=1)
-    return x[perm]
+    return _take_rows(x, perm)
 
 
 _SMALL = 64
@@ -197,26 +197,27 @@ _ONE_HOT_MAX = 256
 
 # Most slices ``_take_rows`` puts together (a gather beyond), and the longest period of a run.
 _MAX_SLICES = 12
-_MAX_PERIOD = 4
+_MAX_PERIOD = 6
 
 
 def _take_rows(x: Float[Array, "n ..."], index: np.ndarray) -> Float[Array, "k ..."]:
     """``x[index]`` for a constant ``index``: as a few strided slices when ``index`` repeats
-    each entry of a few periodic runs (the rows of a chain's, a tree's or a row of loops'
-    joints, each body repeated for its rows), else a gather. A gather's transpose (in ``G^T
-    lambda``) is a scatter-add, which XLA runs on a CPU as a loop over the rows, one more loop
-    per derivative pass of the iteration matrix (a spider of 64 bodies: four loops of 192
-    iterations per build); a slice's is a pad."""
+    each entry of a few periodic runs (the bodies of the rows of a chain's, a tree's or a row of
+    loops' joints, each body repeated for its rows; the rows of such joints put back in order),
+    else a gather. A gather's transpose (in ``G^T lambda``) is a scatter-add, which XLA runs on
+    a CPU as a loop over the rows, one more loop per derivative pass of the iteration matrix (a
+    spider of 64 bodies: four loops of 192 iterations per build); a slice's is a pad."""
     plan = _slice_plan(np.asarray(index))
     if plan is None:
         return x[index]
     repeat, runs = plan
     parts = []
-    for base, step, count in runs:
-        if step:  # one strided slice per position in the period, interleaved
-            cols = [jax.lax.slice_in_dim(x, b, b + step * (count - 1) + 1, step) for b in base]
-        else:
-            cols = [jnp.broadcast_to(jax.lax.slice_in_dim(x, b, b + 1), (count,) + x.shape[1:]) for b in base]
+    for base, steps, count in runs:  # one strided slice per position in the period, interleaved
+        cols = [
+            jax.lax.slice_in_dim(x, b, b + step * (count - 1) + 1, step) if step
+            else jnp.broadcast_to(jax.lax.slice_in_dim(x, b, b + 1), (count,) + x.shape[1:])
+            for b, step in zip(base, steps)
+        ]  # fmt: skip
         parts.append(cols[0] if len(cols) == 1 else jnp.stack(cols, axis=1).reshape((-1,) + x.shape[1:]))
     out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
     if repeat > 1:
@@ -224,12 +225,12 @@ def _take_rows(x: Float[Array, "n ..."], index: np.ndarray) -> Float[Array, "k .
     return out
 
 
-def _slice_plan(index: np.ndarray) -> tuple[int, list[tuple[tuple[int, ...], int, int]]] | None:
+def _slice_plan(index: np.ndarray) -> tuple[int, list[tuple[tuple[int, ...], tuple[int, ...], int]]] | None:
     """``(repeat, runs)``: ``index`` is each entry of the runs' concatenation repeated
-    ``repeat`` times; a run ``(base, step, count)`` is the ``count`` blocks ``base + b step``
-    (``b = 0, ..., count - 1``, ``step >= 0``, a period ``len(base)`` of up to
-    ``_MAX_PERIOD``). Greedy, the run covering most entries first; ``None`` beyond
-    ``_MAX_SLICES`` slices."""
+    ``repeat`` times; a run ``(base, steps, count)`` is the ``count`` blocks ``base + b steps``
+    (``b = 0, ..., count - 1``, ``steps >= 0``, a period ``len(base)`` of up to
+    ``_MAX_PERIOD``). Greedy: the run of most blocks (entries per slice) first, the shortest
+    period on a tie; ``None`` beyond ``_MAX_SLICES`` slices."""
     if index.size == 0:
         return None
     change = np.flatnonzero(np.diff(index)) + 1
@@ -237,18 +238,18 @@ def _slice_plan(index: np.ndarray) -> tuple[int, list[tuple[tuple[int, ...], int
     u = index[::repeat]
     runs, slices, k = [], 0, 0
     while k < u.size:
-        best = ((int(u[k]),), 1, 1)
+        best = ((int(u[k]),), (1,), 1)
         for period in range(1, _MAX_PERIOD + 1):
-            if k + period >= u.size:
+            if k + 2 * period > u.size:
                 break
-            base, step = u[k : k + period], int(u[k + period] - u[k])
+            base, steps = u[k : k + period], u[k + period : k + 2 * period] - u[k : k + period]
             count = 1
-            while step >= 0 and k + (count + 1) * period <= u.size and np.array_equal(
-                u[k + count * period : k + (count + 1) * period], base + count * step
+            while (steps >= 0).all() and k + (count + 1) * period <= u.size and np.array_equal(
+                u[k + count * period : k + (count + 1) * period], base + count * steps
             ):
                 count += 1
-            if count > 1 and count * period > best[2] * len(best[0]):
-                best = (tuple(int(b) for b in base), step, count)
+            if count > best[2]:
+                best = (tuple(int(v) for v in base), tuple(int(v) for v in steps), count)
         runs.append(best)
         slices += len(best[0])
         if slices > _MAX_SLICES:
