@@ -257,3 +257,30 @@ def test_a_matrix_is_charged_only_the_iterations_done_on_it():
     assert 1 <= int(out.on_matrix) < int(out.iterations)
     record = IterationMatrix.start(stale.factors, x0.dtype).after(out, jnp.asarray(1e-3), 20.0)
     assert float(record.cost.cost) == 20.0 + int(out.on_matrix) and int(record.cost.last) == int(out.on_matrix)
+
+
+def test_a_stopped_system_does_not_ask_its_batch_for_matrices():
+    """A system that stops on the ``max_reuse``-th iteration on its matrix (4 of 4) has no say
+    in its batch's rebuilds: the other system iterates as it does alone (14 iterations on 3
+    matrices; before, the stopped system asked for a new matrix at every iteration left, 6)."""
+    from difflie.numerics.linear import factor
+    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
+
+    cs = jnp.array([[3e-3, -3e-3, 3e-3], [0.8, -0.6, 0.5]])
+
+    def solve(c):
+        def fn(x):
+            return x**3 + x - c
+
+        x0 = jnp.zeros(3)
+        newton = Newton(tol=1e-12, modified=True, max_iterations=40, max_reuse=4)
+        return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=KeptMatrix(factor(jnp.eye(3)), jnp.array(True)))
+
+    batch = jax.jit(jax.vmap(solve))(cs)
+    one = jax.jit(solve)
+    first, second = one(cs[0]), one(cs[1])
+    assert int(first.num_steps) == int(first.on_matrix) == 4 and int(first.updates) == 0
+    assert bool(jnp.all(batch.converged))
+    assert int(batch.num_steps[1]) == int(second.num_steps) == 14
+    assert int(batch.updates[1]) == int(second.updates) == 3
+    np.testing.assert_array_equal(np.asarray(batch.value[1]), np.asarray(second.value))

@@ -401,8 +401,6 @@ def newton_iterate(
             updates=c["updates"] + jnp.asarray(refresh, jnp.int32),
             on_matrix=jnp.where(refresh, 1, c["on_matrix"] + 1),
         )
-        if solver.max_reuse is not None:
-            out.update(reuse=jnp.where(refresh, 1, c["reuse"] + 1))
         if residual_test:
             out.update(F=jnp.where(restart, F_start, F1))
         return out
@@ -413,9 +411,10 @@ def newton_iterate(
             return iterate(c, F, factors, True)
         refresh = ~c["valid"]
         if solver.max_reuse is not None:
-            refresh = refresh | (c["reuse"] >= solver.max_reuse)
-        # Under vmap: one decision for the batch, and every system takes the matrices it pays for.
-        refresh = any_in_batch(refresh)
+            refresh = refresh | (c["on_matrix"] >= solver.max_reuse)
+        # Under vmap: one decision for the batch, and every system takes the matrices it pays
+        # for; a system that has stopped (one loop for the batch, ``batch_body``) has no say.
+        refresh = any_in_batch(refresh & cond(c))
         factors = jax.lax.cond(refresh, lambda: value_and_factors(c["x"])[1], lambda: c["factors"])
         F = c["F"] if residual_test else residual_and_aux(c["x"])[0]
         return iterate(c, F, factors, refresh)
@@ -454,8 +453,6 @@ def newton_iterate(
         )  # fmt: skip
         if keeps:
             init.update(fresh=no, total=zero)
-        if solver.max_reuse is not None:
-            init.update(reuse=zero)
     if modified:
         out = jax.lax.while_loop(lambda c: any_in_batch(cond(c)), batch_body, init)
     else:
