@@ -212,18 +212,10 @@ def test_a_vmap_batch_iterates_in_one_loop_and_stopped_systems_keep_their_roots(
     iteration count, the same as alone, and takes the matrices the batch builds after it (each
     counted, as the other system's); alone, it builds none. (With a loop per system, the
     stopped system kept its first matrix: 0 builds against 8.)"""
-    from difflie.numerics.linear import factor
-    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
-
     cs = jnp.array([[1e-9, -2e-9, 1e-9], [2.0, -1.5, 1.0]])  # near x0 = 0, and far from it
 
     def solve(c):
-        def fn(x):
-            return x**3 + x - c
-
-        x0 = jnp.zeros(3)
-        newton = Newton(tol=1e-12, modified=True, max_iterations=30, contractivity=0.5)
-        return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=KeptMatrix(factor(jnp.eye(3)), jnp.array(True)))
+        return _cubic_on_kept_identity(c, Newton(tol=1e-12, modified=True, max_iterations=30, contractivity=0.5))
 
     batch = jax.jit(jax.vmap(solve))(cs)
     alone = jax.jit(solve)(cs[0])
@@ -263,18 +255,10 @@ def test_a_stopped_system_does_not_ask_its_batch_for_matrices():
     """A system that stops on the ``max_reuse``-th iteration on its matrix (4 of 4) has no say
     in its batch's rebuilds: the other system iterates as it does alone (14 iterations on 3
     matrices; before, the stopped system asked for a new matrix at every iteration left, 6)."""
-    from difflie.numerics.linear import factor
-    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
-
     cs = jnp.array([[3e-3, -3e-3, 3e-3], [0.8, -0.6, 0.5]])
 
     def solve(c):
-        def fn(x):
-            return x**3 + x - c
-
-        x0 = jnp.zeros(3)
-        newton = Newton(tol=1e-12, modified=True, max_iterations=40, max_reuse=4)
-        return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=KeptMatrix(factor(jnp.eye(3)), jnp.array(True)))
+        return _cubic_on_kept_identity(c, Newton(tol=1e-12, modified=True, max_iterations=40, max_reuse=4))
 
     batch = jax.jit(jax.vmap(solve))(cs)
     one = jax.jit(solve)
@@ -284,3 +268,16 @@ def test_a_stopped_system_does_not_ask_its_batch_for_matrices():
     assert int(batch.num_steps[1]) == int(second.num_steps) == 14
     assert int(batch.updates[1]) == int(second.updates) == 3
     np.testing.assert_array_equal(np.asarray(batch.value[1]), np.asarray(second.value))
+
+
+def _cubic_on_kept_identity(c, newton):
+    """Modified Newton on ``x^3 + x - c = 0`` from ``x0 = 0``, starting on a kept matrix ``I``
+    (the Jacobian at ``x0``)."""
+    from difflie.numerics.linear import factor
+    from difflie.numerics.newton import KeptMatrix, linear_system, newton_iterate
+
+    def fn(x):
+        return x**3 + x - c
+
+    x0 = jnp.zeros(3)
+    return newton_iterate(fn, x0, linear_system(fn, x0), newton, kept=KeptMatrix(factor(jnp.eye(3)), jnp.array(True)))
