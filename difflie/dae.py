@@ -56,7 +56,7 @@ def consistent_state(
     rate = form.rate(rot, jnp.asarray(w, dtype))
     st = jac.saddle_structure(model, form, block_size)
     if model.num_constraints:
-        r, rot, _, _ = assemble(model, t0, form, r, rot)
+        r, rot, _, _ = assemble(model, t0, form, r, rot, block_size=block_size)
     # Dense systems share one Jacobian (one program fewer to compile).
     G = jac.jacobian(model, form, t0, r, rot) if st.num_blocks == 1 else None
     if jac.psi(model, form, t0, r, rot).shape[0]:

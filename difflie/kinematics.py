@@ -53,19 +53,24 @@ def _check_model(model) -> None:
         raise ValueError("kinematics: the model has no constraints")
 
 
-def _least_norm(G: Float[Array, "m n"], b: Float[Array, " m"]) -> Float[Array, " n"]:
-    """``G^T (G G^T)^{-1} b``: the smallest ``x`` with ``G x = b`` (``G`` of full row rank)."""
-    return G.T @ linear.solve(G @ G.T, b)
-
-
 @eager
 def assemble(
-    model, t, formulation: str | AbstractFormulation = "rA", r=None, rot=None, *, tol: float = 1e-12, max_iterations: int = 50
+    model,
+    t,
+    formulation: str | AbstractFormulation = "rA",
+    r=None,
+    rot=None,
+    *,
+    tol: float = 1e-12,
+    max_iterations: int = 50,
+    block_size: int | None = 16,
 ):
     """Project a configuration onto ``Psi(t, .) = 0`` by Gauss-Newton with minimum-norm steps.
 
     Returns ``(r, rot, iterations, residual_norm)``; defaults to the model's initial state.
-    Works for any number of degrees of freedom (``G`` of full row rank).
+    Works for any number of degrees of freedom (``G`` of full row rank). The steps are solved
+    as ``difflie.constraints.jacobians.least_norm_system`` does, in the blocks of
+    ``saddle_structure(model, form, block_size)`` (dense for a small model).
 
     The iterations run without derivatives. The derivative of the projection is that of one
     more minimum-norm step from their result (``dq = (I - G^+ G) dq_start - G^+ dPsi/dp``; exact
@@ -79,27 +84,24 @@ def assemble(
     rot = form.from_rotation(jnp.asarray(model.R0, r.dtype)) if rot is None else rot
     t = jnp.asarray(t, r.dtype)
     dynamic, static = eqx.partition((model, t, r, rot), eqx.is_inexact_array)
+    st = jac.saddle_structure(model, form, block_size)
 
     def gauss_newton(dynamic):
+        """One more step, its matrix held fixed (it multiplies ``Psi ~ 0``)."""
         model, t, r, rot = eqx.combine(dynamic, static)
-        G = jac.jacobian(model, form, t, r, rot)
-        return jac.chart(form, r, rot, -_least_norm(G, jac.psi(model, form, t, r, rot)))
+        value_and_factors, solve = jac.least_norm_system(model, form, t, st)
+        value, factors = value_and_factors((r, rot))
+        return jac.chart(form, r, rot, -solve(jax.lax.stop_gradient(factors), value))
 
     @jax.custom_jvp
     def project(dynamic):
         model, t, r, rot = eqx.combine(dynamic, static)
-
-        def psi(x):
-            return jac.psi(model, form, t, *x)
-
-        def value_and_matrix(x):
-            return psi(x), jac.jacobian(model, form, t, *x)
-
+        system = jac.least_norm_system(model, form, t, st)
         # At least one iteration, also from a start within tol: it leaves the rows at rounding
         # level (a start kept as it was took the rp single pendulum's predicted backward-Euler
         # steps from 1.08 to 1.13 Newton iterations each).
         out = newton_iterate(
-            psi, (r, rot), (value_and_matrix, _least_norm), Newton(tol=tol, max_iterations=max_iterations),
+            lambda x: jac.psi(model, form, t, *x), (r, rot), system, Newton(tol=tol, max_iterations=max_iterations),
             retract=lambda x, delta: jac.chart(form, *x, -delta),
         )  # fmt: skip
         return out.value, out.num_steps
@@ -125,7 +127,7 @@ def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Spa
     qdot, nu = jac.join(rdot, rate), jac.nu(model, form, t, r, rot)
     if st.num_blocks == 1:  # dense: the least-norm correction factors G G^T, smaller than the saddle matrix
         G = jac.jacobian(model, form, t, r, rot) if G is None else G
-        qdot = qdot - _least_norm(G, G @ qdot - nu)
+        qdot = qdot - jac.least_norm(G, G @ qdot - nu)
     else:
         qdot, _ = jac.solve_saddle(model, form, t, r, rot, lambda x: x - qdot, nu, st)
     return jac.split(form, qdot, r.shape[0])

@@ -157,6 +157,36 @@ def test_blocks_of_a_dense_structure_are_one_matrix():
     np.testing.assert_allclose(st.solve(factors, jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-13)
 
 
+def test_assembly_in_blocks_matches_the_dense_steps(monkeypatch):
+    """Assembly's minimum-norm Gauss-Newton steps in the topology's blocks (the saddle-point
+    system ``[[I, G^T], [G, 0]]``, used above ``DENSE_SADDLE_LIMIT`` unknowns) land where the
+    dense steps ``G^T (G G^T)^{-1} Psi`` do, in as many iterations, and their derivative (one
+    more step from the result) is the same: a ladder of closed loops in rp (normalisation rows)
+    and a tree in rA, moved off their constraints."""
+    from difflie.constraints import jacobians as jac
+    from difflie.constraints.formulations import get_formulation
+    from difflie.kinematics import assemble
+
+    monkeypatch.setattr(jac, "DENSE_SADDLE_LIMIT", 0)
+    for model, name in ((ladder(3), "rp"), (spider(6), "rA")):
+        form = get_formulation(name)
+        assert jac.saddle_structure(model, form).num_blocks > 1
+        r0, R0, _, _ = model.initial_state()
+        r0 = r0 + 0.01 * np.sin(np.arange(r0.size)).reshape(r0.shape)
+        rot0 = form.from_rotation(R0)
+        w = np.cos(np.arange(r0.size)).reshape(r0.shape)
+
+        def loss(r, block_size):
+            r1, rot1, _, _ = assemble(model, 0.0, form, r, rot0, block_size=block_size)
+            return jnp.sum(w * r1) + jnp.sum(jnp.sin(rot1))
+
+        dense, blocks = (assemble(model, 0.0, form, r0, rot0, block_size=b) for b in (None, 16))
+        assert int(dense[2]) == int(blocks[2]) >= 3 and float(blocks[3]) < 1e-14
+        for a, b in zip(dense[:2], blocks[:2]):
+            np.testing.assert_allclose(b, a, atol=1e-15)
+        np.testing.assert_allclose(jax.grad(loss)(r0, 16), jax.grad(loss)(r0, None), atol=1e-13)
+
+
 def test_saddle_point_systems_in_blocks_match_numpy():
     """The start's saddle-point systems factored in the topology's blocks (what
     ``dae.consistent_state`` does above ``DENSE_SADDLE_LIMIT`` unknowns) solve the dense systems

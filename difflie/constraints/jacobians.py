@@ -124,12 +124,14 @@ def _row_bodies(model, form: AbstractFormulation) -> np.ndarray:
     return np.concatenate([model.row_bodies, np.stack([bodies, bodies], axis=1)])
 
 
-# Saddle-point systems up to this many unknowns are solved densely. The block elimination
-# compiles 1.5-3 s longer (two instances at the start: rates and accelerations) and runs
-# faster, the dense LU cubically slower: a chain of 64 bodies (576 unknowns) starts in 44 ms
-# dense against 16 ms in blocks, one of 256 (2304 unknowns) in 0.95 s against 0.4 s; near 3000
-# unknowns the time saved pays for the longer compile, and the dense matrices grow with the square.
-DENSE_SADDLE_LIMIT = 3072
+# Saddle-point systems (and assembly's minimum-norm steps) up to this many unknowns are solved
+# densely. The block elimination compiles about 0.6 s longer (three instances at the start:
+# assembly, rates, accelerations) and runs faster from a few bodies up; the dense matrices grow
+# with the square of the unknowns and their LU with the cube. Consistent start of a chain of
+# 128 bodies (1152 unknowns): 48 ms and 28 MB dense, 1.8 ms and 1.7 MB in blocks; of 256 bodies:
+# 305 ms and 113 MB, 3.0 ms and 3.5 MB (one core, 2026-11-27). Up to about a hundred bodies the
+# compile time saved outweighs the run time.
+DENSE_SADDLE_LIMIT = 1024
 
 
 def saddle_structure(model, form: AbstractFormulation, block_size: int | None = 16) -> sparsity.Sparsity:
@@ -156,6 +158,15 @@ def solve_saddle(
         kkt = jnp.block([[jax.jacfwd(top)(x0), G.T], [G, jnp.zeros((m, m), r.dtype)]])
         sol = linear.solve(kkt, jnp.concatenate([-top(x0), c]))
         return sol[:n], sol[n:]
+    value, factors = _saddle_factors(model, form, t, r, rot, top, c, st)
+    sol = -st.solve(factors, value)
+    return sol[:n], sol[n:]
+
+
+def _saddle_factors(model, form, t, r, rot, top, c, st: sparsity.Sparsity):
+    """``([top(0); -c], factors)`` of the saddle-point matrix in ``st``'s blocks, ``G`` and
+    ``G^T`` applied as linear maps (one forward and one reverse pass of ``Psi``)."""
+    x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
 
     def psi0(x):
         return psi_local(model, form, t, r, rot, x)
@@ -166,6 +177,34 @@ def solve_saddle(
         x, lam = parts
         return jnp.concatenate([top(x) + GT(lam)[0], jax.jvp(psi0, (x0,), (x,))[1] - c])
 
-    value, factors = st.value_and_factors(f, (x0, jnp.zeros(c.shape, r.dtype)))
-    sol = -st.solve(factors, value)
-    return sol[:n], sol[n:]
+    return st.value_and_factors(f, (x0, jnp.zeros(c.shape, r.dtype)))
+
+
+def least_norm_system(model, form: AbstractFormulation, t, st: sparsity.Sparsity):
+    """``(value_and_factors, solve)`` of the Gauss-Newton step with minimum norm on
+    ``Psi(t, .) = 0`` over ``(r, rot)``, for ``difflie.numerics.newton.newton_iterate``:
+    ``delta = G^T (G G^T)^{-1} Psi``. Dense (``G``, then ``G G^T`` factored) when ``st`` is
+    one block, else the saddle-point system ``[[I, G^T], [G, 0]] [delta; mu] = [0; Psi]`` in
+    ``st``'s blocks, whose matrices grow with the bodies, not their square."""
+    if st.num_blocks == 1:
+
+        def value_and_jacobian(x):
+            return psi(model, form, t, *x), jacobian(model, form, t, *x)
+
+        return value_and_jacobian, least_norm
+
+    def value_and_factors(x):
+        r, rot = x
+        m = psi(model, form, t, r, rot)
+        return m, _saddle_factors(model, form, t, r, rot, lambda z: z, jnp.zeros_like(m), st)[1]
+
+    def solve(factors, b):
+        n = st.n - b.shape[0]
+        return st.solve(factors, jnp.concatenate([jnp.zeros(n, b.dtype), b]))[:n]
+
+    return value_and_factors, solve
+
+
+def least_norm(G: Float[Array, "m n"], b: Float[Array, " m"]) -> Float[Array, " n"]:
+    """``G^T (G G^T)^{-1} b``: the smallest ``x`` with ``G x = b`` (``G`` of full row rank)."""
+    return G.T @ linear.solve(G @ G.T, b)
