@@ -125,13 +125,13 @@ def _row_bodies(model, form: AbstractFormulation) -> np.ndarray:
 
 
 # Saddle-point systems (and assembly's minimum-norm steps) up to this many unknowns are solved
-# densely. The block elimination compiles about 0.6 s longer (three instances at the start:
-# assembly, rates, accelerations) and runs faster from a few bodies up; the dense matrices grow
-# with the square of the unknowns and their LU with the cube. Consistent start of a chain of
-# 128 bodies (1152 unknowns): 48 ms and 28 MB dense, 1.8 ms and 1.7 MB in blocks; of 256 bodies:
-# 305 ms and 113 MB, 3.0 ms and 3.5 MB (one core, 2026-11-27). Up to about a hundred bodies the
-# compile time saved outweighs the run time.
-DENSE_SADDLE_LIMIT = 1024
+# densely: the block elimination compiles 0.8-1.3 s longer (three instances at the start:
+# assembly, rates, accelerations; 256-body chains, trees and revolute chains) and runs faster
+# from a few bodies up, the dense matrices growing with the square of the unknowns and their
+# LU with the cube. Consistent start of a chain of 256 bodies (2304 unknowns): 305 ms and
+# 113 MB dense, 3.0 ms and 3.5 MB in blocks; of 512 bodies in blocks 5.9 ms and 6.9 MB (one
+# core, 2026-11-27). Near 3000 unknowns the time saved pays for the longer compile.
+DENSE_SADDLE_LIMIT = 3072
 
 
 def saddle_structure(model, form: AbstractFormulation, block_size: int | None = 16) -> sparsity.Sparsity:

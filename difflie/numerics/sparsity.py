@@ -286,11 +286,12 @@ def _bfs(adjacent: np.ndarray, roots: np.ndarray) -> list[np.ndarray]:
 
 
 def _distance2_colouring(adjacent: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Greedy colours, distinct for bodies one or two couplings apart."""
-    within2 = (adjacent.astype(np.int64) @ adjacent.astype(np.int64)) > 0
+    """Greedy colours, distinct for bodies one or two couplings apart (``adjacent`` holds its
+    diagonal, so the rows of a body's neighbours mark every body within two couplings: the
+    neighbours' rows only, where the square of ``adjacent`` took 7 s at 1024 bodies)."""
     colour = np.full(adjacent.shape[0], -1, np.int64)
     for v in order:
-        used = set(colour[within2[v]].tolist())
+        used = set(colour[adjacent[adjacent[v]].any(axis=0)].tolist())
         c = 0
         while c in used:
             c += 1
