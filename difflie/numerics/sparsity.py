@@ -58,9 +58,9 @@ class Sparsity:
     ``index (K, B)``: the unknowns of each block (padding: ``n``); ``seeds``: one 0/1 matrix
     ``(n_leaf, s_leaf)`` per leaf of the unknowns; ``seed_col (n,)``: the compressed column of
     each unknown; ``couples(r, c)``: whether unknowns ``r`` and ``c`` (arrays) share a row.
-    ``rows``/``cols``/``mask`` ``(3, K, B, B)``: where the diagonal, lower and upper blocks read
-    the compressed Jacobian, built on first use (a caller that takes the dense path of one
-    block never needs them: 3 n^2 entries).
+    ``reads (3, K, B, B)``: where the diagonal, lower and upper blocks read the flattened
+    compressed Jacobian, built on first use (a caller that takes the dense path of one block
+    never needs it: 3 n^2 entries).
     """
 
     n: int
@@ -71,34 +71,24 @@ class Sparsity:
     couples: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
     @functools.cached_property
-    def _reads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Gather indices of the diagonal, lower and upper blocks (pads read entry 0, masked)."""
-        n, index = self.n, self.index
+    def reads(self) -> np.ndarray:
+        """Flat gather indices into ``J S`` (``n x s``) of the diagonal, lower and upper blocks;
+        a pad, or a pair of unknowns that share no row, reads entry ``n s``: a zero appended
+        to it. One index array in the program, where a row index, a column index and a mask
+        were three (at 1024 bodies the spider's program held 170 MB of such constants)."""
+        n, index, s = self.n, self.index, self.num_seeds
         neighbour = [index, np.roll(index, 1, axis=0), np.roll(index, -1, axis=0)]
         neighbour[1][0] = n  # no block before the first
         neighbour[2][-1] = n  # nor after the last
-        rows, cols, mask = [], [], []
+        reads = []
         safe_col = np.append(self.seed_col, 0)
         for other in neighbour:
             r = np.broadcast_to(index[:, :, None], other.shape + other.shape[-1:])
             c = np.broadcast_to(other[:, None, :], r.shape)
-            valid = (r < n) & (c < n)
-            rows.append(np.where(valid, r, 0))
-            cols.append(np.where(valid, safe_col[c], 0))
-            mask.append(valid & self.couples(np.minimum(r, n - 1), np.minimum(c, n - 1)))
-        return np.stack(rows), np.stack(cols), np.stack(mask)
-
-    @property
-    def rows(self) -> np.ndarray:
-        return self._reads[0]
-
-    @property
-    def cols(self) -> np.ndarray:
-        return self._reads[1]
-
-    @property
-    def mask(self) -> np.ndarray:
-        return self._reads[2]
+            read = (r < n) & (c < n)
+            read &= self.couples(np.minimum(r, n - 1), np.minimum(c, n - 1))
+            reads.append(np.where(read, np.minimum(r, n - 1) * s + safe_col[c], n * s))
+        return np.stack(reads).astype(np.int32 if n * s < 2**31 else np.int64)
 
     @property
     def num_blocks(self) -> int:
@@ -125,7 +115,7 @@ class Sparsity:
     def blocks(self, compressed: Float[Array, "n s"]) -> linear.Blocks:
         """Diagonal, lower and upper blocks from the compressed Jacobian ``J S``."""
         dtype = compressed.dtype
-        parts = jnp.where(self.mask, compressed[self.rows, self.cols], 0.0)
+        parts = jnp.concatenate([compressed.reshape(-1), jnp.zeros((1,), dtype)])[self.reads]
         pad = (self.index == self.n)[:, :, None] & np.eye(self.block_size, dtype=bool)
         return linear.Blocks(parts[0] + jnp.asarray(pad, dtype), parts[1], parts[2])
 
