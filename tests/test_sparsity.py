@@ -187,6 +187,26 @@ def test_assembly_in_blocks_matches_the_dense_steps(monkeypatch):
         np.testing.assert_allclose(jax.grad(loss)(r0, 16), jax.grad(loss)(r0, None), atol=1e-13)
 
 
+@pytest.mark.slow
+def test_start_above_the_dense_limit_matches_the_dense_start():
+    """A chain of 360 bodies (3240 unknowns, above ``DENSE_SADDLE_LIMIT``): the consistent start
+    of ``GeneralizedAlpha`` in blocks (assembly, rates, accelerations and multipliers) is the
+    dense one (``block_size=None``), from a configuration moved off its joints."""
+    from difflie import dae
+    from difflie.constraints import jacobians as jac
+    from difflie.constraints.formulations import get_formulation
+
+    model, form = chain(360), get_formulation("rA")
+    assert jac.saddle_structure(model, form).num_blocks > 1
+    r0 = np.asarray(model.r0)
+    model = eqx.tree_at(lambda m: m.r0, model, jnp.asarray(r0 + 1e-3 * np.sin(np.arange(r0.size)).reshape(r0.shape)))
+    start = jax.jit(dae.consistent_state, static_argnums=(1, 3))
+    blocks, dense = start(model, form, 0.0, 16), start(model, form, 0.0, None)
+    assert float(jnp.max(jnp.abs(jac.psi(model, form, 0.0, blocks[0], blocks[1])))) < 1e-12
+    for a, b in zip(blocks, dense):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9 * float(jnp.max(jnp.abs(b))))
+
+
 def test_saddle_point_systems_in_blocks_match_numpy():
     """The start's saddle-point systems factored in the topology's blocks (what
     ``dae.consistent_state`` does above ``DENSE_SADDLE_LIMIT`` unknowns) solve the dense systems
