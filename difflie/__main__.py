@@ -105,17 +105,20 @@ def make_solver(args, model):
 
 
 def energy_summary(model, ts, states) -> str:
-    """The relative energy drift; for a driven mechanism, the energy change, the drivers' work
-    and the balance ``max |E - E0 - W|`` (the integrator's energy error) instead."""
+    """The relative energy drift; for a mechanism with drivers or force elements (springs,
+    dampers, joint torques and damping), the energy change, their work ``W`` and the balance
+    ``max |E - E0 - W|`` (the integrator's energy error) instead."""
     import numpy as np
 
     from . import diagnostics
 
     e = np.asarray(diagnostics.energy(model, states))
-    if model.constraints is not None and model.constraints.driven:
-        w = np.asarray(diagnostics.driver_work(model, ts, states))
+    driven = model.constraints is not None and model.constraints.driven
+    if driven or model.forces:
+        w = np.asarray(diagnostics.work(model, ts, states))
         balance = np.max(np.abs(e - e[0] - w))
-        return f"energy change {e[-1] - e[0]:.3e} J, drivers' work {w[-1]:.3e} J, balance {balance:.1e} J"
+        label = "work of drivers and forces" if driven and model.forces else "drivers' work" if driven else "forces' work"
+        return f"energy change {e[-1] - e[0]:.3e} J, {label} {w[-1]:.3e} J, balance {balance:.1e} J"
     kinetic = np.asarray(diagnostics.kinetic_energy(model, states))
     drift = float(np.max(np.abs(e - e[0])) / max(abs(e[0]), float(np.max(np.abs(kinetic))), 1e-300))
     return f"relative energy drift {drift:.3e}"

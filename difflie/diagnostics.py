@@ -92,11 +92,48 @@ def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Arra
     return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)
 
 
+def _work(P: Float[Array, " n"], ts: Float[Array, " n"]) -> Float[Array, " n"]:
+    """``int P dt`` from the first saved time, by the trapezoidal rule on the saved times."""
+    steps = 0.5 * (P[1:] + P[:-1]) * jnp.diff(ts)
+    return jnp.concatenate([jnp.zeros((1,), P.dtype), jnp.cumsum(steps)])
+
+
 @eager
 def driver_work(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
     """Work of the drivers since the first saved time, ``W(t) = int P dt`` (trapezoidal rule on
     the saved times, ``driver_power``), so that ``E - E0 - W`` is the integrator's energy
     error of a driven mechanism."""
-    P = driver_power(model, ts, states)
-    steps = 0.5 * (P[1:] + P[:-1]) * jnp.diff(ts)
-    return jnp.concatenate([jnp.zeros((1,), P.dtype), jnp.cumsum(steps)])
+    return _work(driver_power(model, ts, states), ts)
+
+
+@eager
+def force_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
+    """Power of the model's force elements (``Model.forces``: springs, dampers, joint torques
+    and joint damping; gravity, whose potential ``energy`` holds, left out) at each saved
+    state: ``sum_i f_i . v_i + tau_i . omega_i`` (world force at the COM and COM velocity,
+    body-axes torque and angular velocity)."""
+    if not model.forces:
+        return jnp.zeros_like(ts)
+
+    def one(t, r, R, v, w):
+        P = jnp.zeros((), r.dtype)
+        for element in model.forces:
+            f, tau = element(t, r, R, v, w)
+            P = P + jnp.sum(f * v) + jnp.sum(tau * w)
+        return P
+
+    return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)
+
+
+@eager
+def force_work(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
+    """Work of the force elements since the first saved time (``force_power``, trapezoidal
+    rule on the saved times): with the drivers' (``driver_work``), ``E - E0 - W`` is the
+    integrator's energy error of a mechanism with springs, dampers or joint torques."""
+    return _work(force_power(model, ts, states), ts)
+
+
+@eager
+def work(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
+    """``driver_work + force_work``: all the work done on the bodies but gravity's."""
+    return _work(driver_power(model, ts, states) + force_power(model, ts, states), ts)

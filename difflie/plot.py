@@ -92,19 +92,19 @@ def _is_driven(work: np.ndarray, energy: np.ndarray) -> bool:
 def energy(sol, model, ax=None):
     """Energy change ``E - E0`` [J] (kinetic + gravitational) against time.
 
-    For a driven mechanism the drivers' work ``W`` (``difflie.diagnostics.driver_work``)
-    is drawn apart from the integrator's drift ``E - E0 - W``; the change of ``E`` alone would
-    mostly show the work of the drivers.
+    The work ``W`` of drivers and force elements (springs, dampers, joint torques and
+    damping; ``difflie.diagnostics.work``) is drawn apart from the integrator's drift
+    ``E - E0 - W``; the change of ``E`` alone would mostly show that work.
     """
     ax = _axes(ax, (7, 4))
     keep = _valid(sol)
     ts = np.asarray(sol.ts)[keep]
     states = _take(sol.states, keep)
     e = np.asarray(diagnostics.energy(model, states))
-    work = np.asarray(diagnostics.driver_work(model, ts, states))
+    work = np.asarray(diagnostics.work(model, ts, states))
     if _is_driven(work, e):
         ax.plot(ts, e - e[0] - work, label="drift E - E0 - W")
-        ax.plot(ts, work, "--", label="driver work W")
+        ax.plot(ts, work, "--", label="work W (drivers, forces)")
         _legend_outside(ax)
         ax.set_ylabel("energy [J]")
     else:
@@ -116,7 +116,7 @@ def energy(sol, model, ax=None):
 
 
 def invariants(sol, model, axes=None):
-    """Energy (drift, and driver work apart: ``energy``) and the world angular momentum
+    """Energy (drift, and the work of drivers and forces apart: ``energy``) and the world angular momentum
     about the origin against time."""
     if axes is None:
         _, axes = _plt().subplots(1, 2, figsize=(13, 4), layout="constrained")
@@ -342,7 +342,7 @@ def save_animation(anim, path: str | os.PathLike, fps: int = 30, dpi: int = 100)
 
 
 def summary_figure(sol, model, path=None):
-    """Trajectory, energy (drift and driver work apart) and, for constrained models, the
+    """Trajectory, energy (drift and work apart) and, for constrained models, the
     constraint residual on one figure."""
     plt = _plt()
     constrained = getattr(model, "num_constraints", 0) > 0

@@ -2,6 +2,7 @@
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax.numpy as jnp
 import matplotlib
 
@@ -89,10 +90,43 @@ def test_driver_work_is_drawn_apart_from_the_drift(top):
     assert W[-1] > 20.0
     assert np.max(np.abs(W - (exact - exact[0]))) < 0.01 * W[-1]
     ax = plot.energy(sol, model)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["drift E - E0 - W", "driver work W"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["drift E - E0 - W", "work W (drivers, forces)"]
     free = np.asarray(diagnostics.driver_work(top.model, top.sol.ts, top.sol.states))  # pinned top: no driver
     np.testing.assert_array_equal(free, 0.0)
     assert plot.energy(top.sol, top.model).get_legend() is None
+
+
+def test_work_of_joint_torques_and_damping_balances_the_energy():
+    """Two rods on revolute joints about world y with joint damping ``c`` and constant torques
+    ``u``: the force elements' power is ``sum (u_k - c_k q_dot_k) q_dot_k`` with the joint rates
+    from the bodies' world angular velocities, and ``E - E0 - W`` is the integrator's error
+    only, far below ``W`` and the energy change; the command line's summary reports that
+    balance, not a relative drift, and the figure draws ``W`` apart."""
+    from difflie.__main__ import energy_summary
+    from difflie.forces import JointForce
+
+    half = np.array([-0.5, 0.0, 0.0])
+    damping, torque = np.array([0.3, 0.2]), np.array([1.5, -0.5])
+    force = JointForce(parent=(-1, 0), child=(0, 1), axis=[0.0, 1.0, 0.0], point=half, damping=damping, torque=torque)
+    model = dl.models.chain(2, joint="revolute")
+    model = eqx.tree_at(lambda m: m.forces, model, (force,))
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.5, 1e-3, saveat=dl.SaveAt(steps=True))
+    ts, states = sol.ts, sol.states
+    w_world = np.einsum("nbij,nbj->nbi", np.asarray(states.rotation), np.asarray(states.angular_velocity))
+    qd = np.stack([w_world[:, 0, 1], w_world[:, 1, 1] - w_world[:, 0, 1]], axis=1)
+    P = np.asarray(diagnostics.force_power(model, ts, states))
+    np.testing.assert_allclose(P, np.sum((torque - damping * qd) * qd, axis=1), rtol=1e-10, atol=1e-12)
+    e = np.asarray(diagnostics.energy(model, states))
+    W = np.asarray(diagnostics.work(model, ts, states))
+    np.testing.assert_array_equal(W, np.asarray(diagnostics.force_work(model, ts, states)))  # no driver
+    assert np.max(np.abs(W)) > 0.5 and abs(e[-1] - e[0]) > 0.5
+    balance = np.max(np.abs(e - e[0] - W))
+    assert balance < 1e-3 * np.max(np.abs(W))
+    summary = energy_summary(model, ts, states)
+    assert summary.startswith("energy change") and "forces' work" in summary and "drift" not in summary
+    assert float(summary.split("balance ")[1].split()[0]) == pytest.approx(balance, rel=0.05)
+    labels = [t.get_text() for t in plot.energy(sol, model).get_legend().get_texts()]
+    assert labels == ["drift E - E0 - W", "work W (drivers, forces)"]
 
 
 def test_inertia_box_has_the_inertia():
