@@ -47,7 +47,7 @@ from .lie import (
     UnitQuaternion as UnitQuaternion,
 )
 from .model import Model as Model
-from .joint_space import joint_coordinates as joint_coordinates, joint_velocities as joint_velocities
+from .joint_space import joint_coordinates as joint_coordinates, joint_velocities as joint_velocities, link_pose as link_pose
 from .simulate import (
     ConstantStepSize as ConstantStepSize,
     PIDController as PIDController,

@@ -15,7 +15,8 @@ and the rates, with world angular velocities ``w = R omega`` and point velocitie
     prismatic:  q_dot = (w_p x R_p a) . d + (R_p a) . (v_c(P_c) - v_p(P_p)),   d = P_c - P_p
 
 Revolute angles are continuous along the saves (unwrapped) and on the branch nearest the initial
-joint positions at the first save.
+joint positions at the first save. ``link_pose`` gives the world pose of any link of the file
+(an end effector, a floating base).
 
 The other way, ``forward_kinematics`` places the bodies at joint positions and rates (traced,
 one ``lax.scan`` over the joints in tree order), ``with_joint_state`` makes it a model's
@@ -35,7 +36,7 @@ from jaxtyping import Array, Float
 from .body import RigidBody
 from .forces import JointForce
 from .lie import SO3, cross
-from .lie.ops import mv
+from .lie.ops import mv, quat_to_matrix
 from .results import BodyState
 
 
@@ -164,6 +165,27 @@ def joint_velocities(model, solution) -> Float[Array, "*n nj"]:
     return jnp.where(np.asarray(js.prismatic), slide, revolute)
 
 
+def link_pose(model, solution, link: str) -> tuple[Float[Array, "*n 3"], Float[Array, "*n 3 3"]]:
+    """World position ``(n_saves, 3)`` and rotation ``(n_saves, 3, 3)`` of the frame of the
+    file's link ``link`` (an end effector, a floating base's root link; merged links too):
+    ``o_b + R_b p`` and ``R_b R_l`` with the link's pose ``(p, R_l)`` in its body's frame.
+    ``solution`` as in ``joint_coordinates``. ``difflie.SE3.from_rotation_translation(R, p)``
+    makes the poses a group element; ``difflie.UnitQuaternion.from_matrix(R)`` gives
+    quaternions."""
+    js = _joint_space(model)
+    found = [(b, pose) for name, b, pose in js.links if name == link]
+    if not found:
+        raise ValueError(f"link_pose: no link {link!r}; the links are {[name for name, _, _ in js.links]}")
+    b, pose = found[0]
+    o, R, _, _ = _poses(model, solution)
+    b = model.num_bodies if b < 0 else b
+    dtype = o.dtype
+    p = jnp.asarray(pose[:3], dtype)
+    R_l = quat_to_matrix(jnp.asarray(pose[3:], dtype))
+    Rb = R[..., b, :, :]
+    return o[..., b, :] + mv(Rb, p), Rb @ R_l
+
+
 def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None) -> BodyState:
     """Body states at joint positions ``q`` and rates ``qd`` (order of ``model.joint_names``;
     ``None``: at rest), with the ground and a floating base where ``model`` has them.
@@ -277,6 +299,7 @@ __all__ = [
     "forward_kinematics",
     "joint_coordinates",
     "joint_velocities",
+    "link_pose",
     "with_bodies",
     "with_joint_state",
 ]

@@ -243,7 +243,8 @@ def test_revolute_joint_forces_scatter_no_force():
 
 def test_malformed_robot_files(tmp_path):
     """Clear errors naming the file and the element: a body with two joints, a ball joint, a
-    moving link without mass, MuJoCo's own parse error, unknown joint names in the keywords."""
+    moving link without mass, malformed XML with its line, an inertia no body has, unknown joint
+    names in the keywords."""
     two = TOY_MJCF.replace('<joint name="elbow"', '<joint name="wrist" type="hinge" axis="1 0 0"/>\n<joint name="elbow"')
     with pytest.raises(ModelFileError, match="body 'arm' has 2 joints"):
         dl.load_model(_write(tmp_path, "two.xml", two))
@@ -252,11 +253,18 @@ def test_malformed_robot_files(tmp_path):
         dl.load_model(_write(tmp_path, "ball.xml", ball))
     rotor = TOY_URDF[TOY_URDF.index('<link name="rotor">') : TOY_URDF.index('<link name="tcp"/>')]
     massless = TOY_URDF.replace(rotor, '<link name="rotor"/>\n  ')
-    with pytest.raises(ModelFileError, match=r"massless.urdf: .*mass.*'rotor'"):  # MuJoCo's check
+    with pytest.raises(ModelFileError, match=r"massless.urdf: link 'rotor': it moves but has no positive mass"):  # MuJoCo's check
         _load(_write(tmp_path, "massless.urdf", massless))
     bad = _write(tmp_path, "bad.urdf", TOY_URDF.replace("</robot>", ""))
-    with pytest.raises(ModelFileError, match="bad.urdf"):
+    with pytest.raises(ModelFileError, match="bad.urdf: malformed XML"):
         dl.load_model(bad)
+    unclosed = _write(tmp_path, "unclosed.urdf", TOY_URDF.replace('</link>\n  <link name="tool">', '\n  <link name="tool">', 1))
+    with pytest.raises(ModelFileError, match=r"unclosed.urdf: malformed XML, mismatched element at line \d+ \(element <link>\)"):
+        dl.load_model(unclosed)
+    flat = _write(tmp_path, "flat.urdf", TOY_URDF.replace('ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.015"',
+                                                         'ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.05"'))  # fmt: skip
+    with pytest.raises(ModelFileError, match=r"flat.urdf: link 'upper': .*triangle inequality A \+ B >= C"):
+        dl.load_model(flat)
     path = _write(tmp_path, "toy.urdf", TOY_URDF)
     with pytest.raises(ValueError, match=r"unknown joints \['elbow'\]"):
         _load(path, joint_positions={"elbow": 1.0})
@@ -266,6 +274,44 @@ def test_malformed_robot_files(tmp_path):
         _load(path, base_velocity=([0, 0, 0], [0, 0, 0]))
     with pytest.raises(ValueError, match="mass= is for the JSON model files"):
         _load(path, mass={"upper": 1.0})
+
+
+def test_joint_torques_are_checked_when_loaded(tmp_path):
+    """``joint_torques`` entries: an expression string of t is read as in the model files (the
+    same motion as the same function), and a malformed string, a function of the wrong shape
+    or one that fails, a list, or a text where a number belongs are refused by ``load_model``,
+    naming the entry, before anything is compiled."""
+    path = _write(tmp_path, "toy.urdf", TOY_URDF)
+    by_text = _load(path, joint_torques={"shoulder": "0.5*sin(3*t)", "slide": "0.2"})
+    by_fn = _load(path, joint_torques={"shoulder": lambda t: 0.5 * jnp.sin(3 * t), "slide": 0.2})
+    for t in (0.0, 0.3):
+        np.testing.assert_allclose(by_text.forces[0].torque(t), by_fn.forces[0].torque(t), rtol=1e-15)
+    for torques, message in [
+        ({"shoulder": "0.5*sin(3*t"}, r"joint_torques\['shoulder'\]: cannot parse"),
+        ({"shoulder": "x"}, r"joint_torques\['shoulder'\]: unknown name 'x'"),
+        ({"shoulder": lambda t: jnp.ones(2)}, r"joint_torques\['shoulder'\] must return shape \(\), got \(2,\)"),
+        ({"shoulder": lambda t: 1.0 / 0.0}, r"joint_torques\['shoulder'\] fails at t = 0: float division by zero"),
+        ({"shoulder": [1.0, 2.0]}, r"joint_torques\['shoulder'\] must be a number"),
+        (lambda t: jnp.ones(2), r"one function of t for all joints\) must return shape \(3,\), got \(2,\)"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _load(path, joint_torques=torques)
+    with pytest.raises(ValueError, match=r"joint_positions\['shoulder'\] must be a number, got '0.3'"):
+        _load(path, joint_positions={"shoulder": "0.3"})
+
+
+def test_traced_joint_positions_point_to_with_joint_state(tmp_path):
+    """A batch of initial joint positions cannot go through ``load_model`` (the file's forward
+    kinematics runs in NumPy): the error names ``with_joint_state``, which does trace and gives
+    the same initial state as loading at those positions."""
+    path = _write(tmp_path, "toy.urdf", TOY_URDF)
+    qs = jnp.array([0.1, 0.4])
+    with pytest.raises(ValueError, match=r"joint_positions\['shoulder'\] is traced .*with_joint_state"):
+        jax.vmap(lambda q: _load(path, joint_positions={"shoulder": q}).r0)(qs)
+    model = _load(path)
+    q0 = dl.joint_coordinates(model, _state(model))
+    batch = jax.vmap(lambda q: dl.joint_space.with_joint_state(model, q0.at[0].set(q)).r0)(qs)
+    np.testing.assert_allclose(batch[1], _load(path, joint_positions={"shoulder": 0.4}).r0, atol=1e-14)
 
 
 def test_locked_joints_merge_at_their_position(tmp_path):
@@ -438,6 +484,18 @@ def test_panda_model_matches_pinocchio():
     q = np.array([PANDA_Q0[n] for n in model.joint_names])
     v = np.array([PANDA_QD0.get(n, 0.0) for n in model.joint_names])
     assert _compare_kinematics(model, pm, q, v) < 1e-12
+    # frames of links, merged ones included (the hand and the TCP on link 7), along saves
+    pd = pm.createData()
+    pin.framesForwardKinematics(pm, pd, q)
+    states = jax.tree.map(lambda x: jnp.stack([x, x]), _state(model))  # a save axis
+    for link in ("panda_link3", "panda_hand", "panda_hand_tcp", "panda_link0"):
+        p, R = dl.link_pose(model, states, link)
+        oMf = pd.oMf[pm.getFrameId(link)]
+        assert p.shape == (2, 3) and R.shape == (2, 3, 3)
+        np.testing.assert_allclose(p[1], oMf.translation, atol=1e-12)
+        np.testing.assert_allclose(R[1], oMf.rotation, atol=1e-12)
+    with pytest.raises(ValueError, match="no link 'hand'"):
+        dl.link_pose(model, states, "hand")
 
 
 # Steps of the default run (0.2 s): generalized-alpha is second order; measured errors against
@@ -645,3 +703,23 @@ def test_humanoid_one_second():
     ts, q_ref = _g1_reference(t1)
     _, e_joint, e_origin, e_rotation = _g1_errors(_g1(), dl.GeneralizedAlpha(block_size=24), t1, 2.5e-4, ts, q_ref)
     assert e_joint < 1e-6 and e_origin < 1e-7 and e_rotation < 1e-6, (e_joint, e_origin, e_rotation)
+
+
+@pytest.mark.skipif(PANDA is None, reason="the README's robot example needs `example-robot-data` (pip install -e '.[test]')")
+def test_readme_robot_examples_run():
+    """The README's Panda example and its batch of initial joint states run as written and give
+    the shapes their comments say; the batch's first system equals a run from its own state."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    robot = next(b for b in re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M) if "panda.urdf" in b)
+    batch = re.search(r"^  ```python\n(.*?)^  ```$", text[text.index("**Gradients and batches.**") :], flags=re.S | re.M)
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RobotModelWarning)
+        exec(compile(robot, "README.md[robots]", "exec"), ns)
+    assert ns["q"].shape == (501, 7) and ns["qd"].shape == (501, 7)
+    exec(compile("\n".join(line[2:] for line in batch.group(1).splitlines()), "README.md[robot batch]", "exec"), ns)
+    assert ns["final"].shape == (8, 7)
+    np.testing.assert_allclose(ns["final"][0], ns["run"](ns["qs"][0]), atol=1e-10)

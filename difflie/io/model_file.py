@@ -233,12 +233,25 @@ def load_model(
     assemble: bool = True,
     default_mass: float | None = None,
     default_inertia=None,
+    joint_positions: Mapping[str, float] | None = None,
+    joint_velocities: Mapping[str, float] | None = None,
+    joint_torques: Mapping[str, Any] | Callable | None = None,
+    base_pose=None,
+    base_velocity=None,
+    floating_base: bool | None = None,
+    locked_joints=(),
     **builtin_kwargs,
 ) -> Model:
     """Load a model file (native JSON, C2 ``.json`` or C1 ``.mdl`` of the
-    rA/rp/re paper's public codes), a robot (URDF ``.urdf`` or MJCF ``.xml``, with the keywords
-    of ``difflie.io.robot.load_robot``: ``joint_positions``, ``joint_velocities``,
-    ``joint_torques``, ``base_pose``, ...) or a built-in name.
+    rA/rp/re paper's public codes), a robot (URDF ``.urdf`` or MJCF ``.xml``) or a built-in name
+    (with that model function's keywords).
+
+    Robots only (``difflie.io.robot.load_robot`` says more): ``joint_positions`` /
+    ``joint_velocities`` ``{joint name: value}``, the initial state by forward kinematics;
+    ``joint_torques`` ``{joint name: number, expression of t or function of t}`` or one function
+    ``t -> (n_joints,)``; ``base_pose`` / ``base_velocity`` of a floating base;
+    ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
+    ``joint_positions`` puts them).
 
     ``mass`` / ``inertia``: per body (mapping by body name, or a sequence in file order); they
     override the file's values. ``drivers``: ``{constraint name: expression or callable}``
@@ -259,8 +272,17 @@ def load_model(
     if path.lower().endswith((".urdf", ".xml")):  # robots (URDF, MJCF): difflie.io.robot
         from .robot import load_robot
 
+        if builtin_kwargs:
+            raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a robot file")
         return load_robot(path, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
-                          default_mass=default_mass, default_inertia=default_inertia, **builtin_kwargs)  # fmt: skip
+                          default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
+                          joint_velocities=joint_velocities, joint_torques=joint_torques, base_pose=base_pose,
+                          base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
+    robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques,
+                      base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
+    given = [name for name, value in robot_only.items() if value is not None] + (["locked_joints"] if locked_joints else [])
+    if given:
+        raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")
     if not os.path.exists(path):
         return _builtin(path, builtin_kwargs)
     if builtin_kwargs:

@@ -30,14 +30,17 @@ file names and poses are kept in ``model.joints``.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import constraints as C
 from ..body import RigidBody
+from ..expr import Expression, ExpressionError
 from ..forces import JointForce, JointTorques
 from ..joint_space import JointSpace
 from ..model import Model
@@ -134,7 +137,7 @@ def _compile(path: str, floating_base: bool | None):
     try:
         spec = mujoco.MjSpec.from_file(path)
     except Exception as err:  # MuJoCo's parser errors carry the element and line
-        raise ModelFileError(f"{path}: {_one_line(err)}") from None
+        raise ModelFileError(f"{path}: {_mujoco_error(err)}") from None
     urdf = path.lower().endswith(".urdf")
     spec.compiler.fusestatic = False  # merging is ours: it keeps every link's frame
     mesh_files = {m.name: m.file for m in spec.meshes}
@@ -165,7 +168,7 @@ def _compile(path: str, floating_base: bool | None):
     try:
         model = spec.compile()
     except Exception as err:
-        raise ModelFileError(f"{path}: {_one_line(err)}") from None
+        raise ModelFileError(f"{path}: {_mujoco_error(err)}") from None
     meshes = {}
     for name, file in marked.items():
         gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
@@ -176,6 +179,25 @@ def _compile(path: str, floating_base: bool | None):
 
 def _one_line(err: Exception) -> str:
     return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
+
+
+def _mujoco_error(err: Exception) -> str:
+    """MuJoCo's parser or compiler message in the words of a robot file: the XML error and its
+    line, or the element (link) and what is wrong with it."""
+    text = str(err)
+    xml = re.search(r"Error=XML_ERROR_(\w+).*?Line number=(\d+)(?:: XMLElement name=(\w+))?", text, re.S)
+    if xml:
+        kind, line, element = xml.groups()
+        at = f" (element <{element}>)" if element else ""
+        return f"malformed XML, {kind.lower().replace('_', ' ')} at line {line}{at}"
+    element = re.search(r"Element name '([^']*)'", text)
+    what = re.sub(r"^Error:\s*", "", text.strip().splitlines()[0]) if text.strip() else type(err).__name__
+    if "A + B >= C" in what:
+        what = "its principal moments of inertia break the triangle inequality A + B >= C (no rigid body has such an inertia)"
+    elif "mjMINVAL" in what:
+        what = "it moves but has no positive mass and inertia (a missing or zero <inertial>)"
+    what = re.sub(r"^error '(.*)' in (\w+)$", r"\1 (\2)", what)
+    return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
 
 
 def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
@@ -231,7 +253,15 @@ def _by_name(value, joints: list[str], what: str, allowed: set[str] | None = Non
 
 
 def _float(value, what: str) -> float:
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(
+            f"load_model: {what} is traced (inside jit, vmap or grad), but the initial state is computed "
+            "when the file is read: load the model once, then set a traced joint state with "
+            "difflie.joint_space.with_joint_state(model, q, qd)"
+        )
     try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
         x = float(np.asarray(value))
     except (TypeError, ValueError):
         raise ValueError(f"load_model: {what} must be a number, got {value!r}") from None
@@ -262,9 +292,12 @@ def load_robot(
 
     ``joint_positions`` / ``joint_velocities``: ``{joint name: value}`` (rad, m; rad/s, m/s),
     the initial state by forward kinematics (others at the file's reference, at rest).
-    ``joint_torques``: ``{joint name: constant or function of t}`` (N m or N), or one callable
-    ``t -> (n_joints,)`` in the order of ``model.joint_names``; equal and opposite on the two
-    bodies of each joint; constants are pytree leaves (traceable). ``base_pose``: the world pose
+    ``joint_torques``: ``{joint name: number, expression string of t (as in the model files)
+    or function of t}`` (N m or N), or one callable ``t -> (n_joints,)`` in the order of
+    ``model.joint_names``; equal and opposite on the two bodies of each joint; each function's
+    shape is checked here. Numbers, and the arrays of an ``eqx.Module`` signal, are pytree
+    leaves (traceable, differentiable); a function is part of the compiled program, so a new
+    function object (a new ``lambda`` at every call) compiles again. ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -506,15 +539,30 @@ def load_robot(
     return model
 
 
+def _signal(fn, what: str, shape: tuple[int, ...]):
+    """``fn`` as a pytree-safe function of ``t``, its value's shape checked now (abstractly, by
+    ``jax.eval_shape``): a wrong shape or a failing function is an error of ``load_model``, not
+    of a later ``simulate``."""
+    fn = C.basic.as_driver(fn)
+    try:
+        out = jax.eval_shape(lambda t: jnp.asarray(fn(t)), jnp.zeros(()))
+    except Exception as err:  # noqa: BLE001 - the user's function, whatever it raises
+        raise ValueError(f"load_model: {what} fails at t = 0: {_one_line(err) or type(err).__name__}") from None
+    if out.shape != shape:
+        raise ValueError(f"load_model: {what} must return shape {shape}, got {out.shape}")
+    return fn
+
+
 def _torques(value, joints: list[str], locked: list[str]):
-    """``None``, a callable ``t -> (nj,)``, or a ``JointTorques`` from ``{name: value}``."""
+    """``None``, a callable ``t -> (nj,)``, or a ``JointTorques`` from ``{name: value}`` (a
+    number, an expression string of ``t`` as in the model files, or a function of ``t``)."""
     if value is None:
         return None
     if callable(value) and not isinstance(value, Mapping):
-        return C.basic.as_driver(value)
+        return _signal(value, "joint_torques (one function of t for all joints)", (len(joints),))
     if not isinstance(value, Mapping):
         raise ValueError(
-            "load_model: joint_torques must be {joint name: constant or function of t} or one "
+            "load_model: joint_torques must be {joint name: number, expression of t or function of t} or one "
             f"function t -> (n_joints,), got {type(value).__name__}"
         )
     bad = [k for k in value if k not in joints]
@@ -525,13 +573,22 @@ def _torques(value, joints: list[str], locked: list[str]):
     constants, functions, index = {}, [], []
     for name, u in value.items():
         k = joints.index(name)
+        what = f"joint_torques[{name!r}]"
+        if isinstance(u, str):
+            try:
+                u = Expression(u)
+            except ExpressionError as err:
+                raise ValueError(f"load_model: {what}: {err}") from None
         if callable(u):
-            functions.append(C.basic.as_driver(u))
+            functions.append(_signal(u, what, ()))
             index.append(k)
         else:
-            constants[k] = jnp.asarray(u)
-            if constants[k].shape != ():
-                raise ValueError(f"load_model: joint_torques[{name!r}] must be a number or a function of t")
+            try:
+                constants[k] = jnp.asarray(u)
+            except TypeError:
+                raise ValueError(f"load_model: {what} must be a number, an expression of t or a function of t, got {u!r}") from None
+            if constants[k].shape != () or not jnp.issubdtype(constants[k].dtype, jnp.number):
+                raise ValueError(f"load_model: {what} must be a number, an expression of t or a function of t, got {u!r}")
     values = [constants.get(k, jnp.asarray(c)) for k, c in enumerate(constant)]
     dtype = jnp.result_type(float, *values)
     return JointTorques(jnp.stack([jnp.asarray(v, dtype) for v in values]), tuple(functions), tuple(index))
