@@ -60,17 +60,46 @@ def builtin_models() -> dict[str, object]:
 
 def load(args):
     from .io import load_model
+    from .io.robot import ROBOT_EXTENSIONS
 
     table = builtin_models()
     key = args.model.replace("_", "-")
     given = {k: v for k, v in (("default_mass", args.mass), ("default_inertia", args.inertia)) if v is not None}
+    robot = robot_options(args)
+    if robot and (key in table or not args.model.lower().endswith(ROBOT_EXTENSIONS)):
+        flags = [ROBOT_OPTIONS[k] for k in robot]
+        raise CliError(f"{', '.join(flags)} appl{'ies' if len(flags) == 1 else 'y'} to robot files (.urdf, MJCF .xml) only")
     if key in table:
         if given:
             raise CliError("--mass and --inertia apply to model files only")
         return table[key]()
     if not os.path.exists(args.model):
         raise CliError(f"no model file or built-in model named {args.model!r} (see `python -m difflie list`)")
-    return load_model(args.model, **given)
+    return load_model(args.model, **given, **robot)
+
+
+ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
+                 "joint_torques": "--joint-torques", "locked_joints": "--lock", "floating_base": "--floating-base"}  # fmt: skip
+
+
+def robot_options(args) -> dict[str, object]:
+    """The keywords of ``load_robot`` that the robot options give (``{}`` without any)."""
+    options = {}
+    for key, flag in ROBOT_OPTIONS.items():
+        value = getattr(args, key)
+        if value is not None:  # the joint_* options hold (name, value) pairs
+            options[key] = by_name(value, flag) if key.startswith("joint_") else value
+    return options
+
+
+def by_name(pairs: list[tuple[str, object]], flag: str) -> dict[str, object]:
+    """``{name: value}`` of the ``(name, value)`` pairs of a repeatable option, each name once."""
+    values = {}
+    for name, value in pairs:
+        if name in values:
+            raise CliError(f"{flag} gives joint {name!r} twice")
+        values[name] = value
+    return values
 
 
 def default_solvers() -> dict[str, object]:
@@ -378,7 +407,7 @@ def run(args) -> int:
         arrays = dict(
             t=np.asarray(ts), position=np.asarray(states.position), rotation=np.asarray(states.rotation),
             velocity=np.asarray(states.velocity), angular_velocity=np.asarray(states.angular_velocity),
-            body_names=np.asarray(model.body_names),
+            body_names=np.asarray(model.body_names), **joint_arrays(model, states),
         )  # fmt: skip
         _atomic_write(args.out, lambda f: np.savez(f, **arrays))
         print(f"wrote {args.out}")
@@ -390,6 +419,19 @@ def run(args) -> int:
         _atomic_write(args.plot, lambda f: fig.savefig(f, dpi=110, format=fmt))
         print(f"wrote {args.plot}")
     return 0
+
+
+def joint_arrays(model, states) -> dict[str, object]:
+    """A robot's ``joint_names`` and its joint coordinates ``q`` and rates ``qd`` (n_saves,
+    n_joints) at ``states``; ``{}`` for a model without movable joints."""
+    import numpy as np
+
+    from .joint_space import joint_coordinates, joint_velocities
+
+    if not model.joint_names:
+        return {}
+    return dict(joint_names=np.asarray(model.joint_names), q=np.asarray(joint_coordinates(model, states)),
+                qd=np.asarray(joint_velocities(model, states)))  # fmt: skip
 
 
 def _atomic_write(path: str, write) -> None:
@@ -450,6 +492,23 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", help="write a summary figure to FILE.png (.pdf, .svg)")
     s.add_argument("--mass", type=float, help="mass of every body the model file gives none (the C1/C2 files)")
     s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
+    r = s.add_argument_group(
+        "robot files (.urdf, MJCF .xml)",
+        "NAME is a movable joint of the file (model.joint_names); each option may be repeated, and its "
+        "entries are separated by commas (a comma inside parentheses belongs to an expression)",
+    )
+    r.add_argument("--joint-positions", type=joint_numbers, action="extend", metavar="NAME=VALUE[,...]",
+                   help="initial joint positions in rad or m (default: the file's reference position)")
+    r.add_argument("--joint-velocities", type=joint_numbers, action="extend", metavar="NAME=VALUE[,...]",
+                   help="initial joint rates in rad/s or m/s (default: at rest)")
+    r.add_argument("--joint-torques", type=joint_expressions, action="extend", metavar="NAME=EXPR[,...]",
+                   help="joint torques in N m (a prismatic joint: forces in N), each a number or an expression "
+                        "of t as in the model files, e.g. 'panda_joint1=2*sin(5*t)' (default: none)")
+    r.add_argument("--lock", dest="locked_joints", type=joint_list, action="extend", metavar="NAME[,...]",
+                   help="weld these joints at their --joint-positions value (else the file's reference position)")
+    r.add_argument("--floating-base", action=argparse.BooleanOptionalAction, default=None,
+                   help="free the root link; --no-floating-base fixes it where it starts (default: as the "
+                        "file has it: an MJCF free joint floats, a URDF root is fixed)")
     s.add_argument("--max-memory", type=memory_size, metavar="SIZE",
                    help="refuse runs needing more, e.g. 16G (default: the available memory)")  # fmt: skip
     s.add_argument("--adaptive-chunk", type=int, default=100_000, metavar="N",
@@ -474,6 +533,58 @@ def inertia(text: str) -> list[float]:
     if len(values) not in (1, 3):
         raise argparse.ArgumentTypeError(f"expected J or J1,J2,J3, got {text!r}")
     return values * 3 if len(values) == 1 else values
+
+
+def split_entries(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses, each entry stripped."""
+    entries, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            entries.append(text[start:i].strip())
+            start = i + 1
+    return [*entries, text[start:].strip()]
+
+
+def joint_pairs(text: str, value: str) -> list[tuple[str, str]]:
+    """``NAME=VALUE[,NAME=VALUE...]`` as ``(name, value text)`` pairs."""
+    pairs = [tuple(part.strip() for part in entry.split("=", 1)) for entry in split_entries(text)]
+    if not all(len(pair) == 2 and all(pair) for pair in pairs):
+        raise argparse.ArgumentTypeError(f"expected NAME={value}[,NAME={value}...], got {text!r}")
+    return pairs
+
+
+def joint_numbers(text: str) -> list[tuple[str, float]]:
+    """``--joint-positions``, ``--joint-velocities``: ``NAME=NUMBER,...``."""
+    pairs = joint_pairs(text, "NUMBER")
+    try:
+        values = [(name, float(value)) for name, value in pairs]
+        if all(math.isfinite(v) for _, v in values):
+            return values
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected NAME=NUMBER[,NAME=NUMBER...] with finite numbers, got {text!r}")
+
+
+def joint_expressions(text: str) -> list[tuple[str, object]]:
+    """``--joint-torques``: ``NAME=EXPR,...``, each a number or an expression of ``t``."""
+    from .expr import Expression, ExpressionError
+
+    values = []
+    for name, source in joint_pairs(text, "EXPR"):
+        try:
+            values.append((name, Expression(source)))
+        except ExpressionError as err:
+            raise argparse.ArgumentTypeError(f"{name}: {err}") from None
+    return values
+
+
+def joint_list(text: str) -> list[str]:
+    """``--lock``: ``NAME[,NAME...]``."""
+    names = split_entries(text)
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], got {text!r}")
+    return names
 
 
 def _warn(message, category, filename, lineno, file=None, line=None) -> None:

@@ -2,12 +2,14 @@
 convergence and work-precision diagrams, one 3D frame of the bodies and their animation (HTML in
 a notebook, GIF/MP4 on disk).
 
-Every axis carries its unit (SI); legends sit outside the data, to the right of the axes.
+Every axis carries its unit (SI); legends sit outside the data, to the right of the axes, in
+columns of at most 12 entries; an axes with more than 36 lines has a note instead of a legend.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Mapping, Sequence
 
@@ -45,8 +47,18 @@ def _axes(ax, figsize):
     return ax
 
 
+_LEGEND_ROWS, _LEGEND_COLUMNS = 12, 3  # a taller legend would not fit a 4-inch figure
+
+
 def _legend_outside(ax, **kwargs):
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small", **kwargs)
+    """The legend right of the axes, in columns of at most ``_LEGEND_ROWS`` entries; beyond
+    ``_LEGEND_COLUMNS`` columns, a note in the title instead."""
+    n = len(ax.get_legend_handles_labels()[1])
+    if n > _LEGEND_ROWS * _LEGEND_COLUMNS:
+        ax.set_title(f"{n} lines, too many for a legend", fontsize="small")
+        return
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small",
+              ncols=max(1, math.ceil(n / _LEGEND_ROWS)), **kwargs)  # fmt: skip
 
 
 def _valid(sol):
@@ -75,10 +87,32 @@ def trajectory(sol, ax=None, bodies: Sequence[int] | None = None, quantity: str 
     data = np.asarray(getattr(sol, quantity))[keep]
     names = _names(sol, data.shape[1])
     for i in bodies if bodies is not None else range(data.shape[1]):
-        for k, axis in enumerate("xyz"):
-            ax.plot(ts, data[:, i, k], label=f"{names[i]} {axis}")
+        for k, axis in enumerate("xyz"):  # a colour per body, a line style per axis
+            ax.plot(ts, data[:, i, k], color=f"C{i % 10}", ls=("-", "--", ":")[k], label=f"{names[i]} {axis}")
     ax.set_xlabel("t [s]")
     ax.set_ylabel(_UNITS[quantity])
+    _legend_outside(ax)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def joint_trajectory(sol, model, ax=None):
+    """Joint coordinates ``q`` of a robot (``difflie.joint_coordinates``) against time, one line
+    per joint, labelled by its name (with its unit where revolute and prismatic joints mix)."""
+    from .joint_space import joint_coordinates
+
+    ax = _axes(ax, (8, 4))
+    keep = _valid(sol)
+    ts = np.asarray(sol.ts)[keep]
+    q = np.asarray(joint_coordinates(model, _take(sol.states, keep)))
+    prismatic = model.joints.prismatic
+    units = {True: "m", False: "rad"}
+    mixed = len(set(prismatic)) > 1
+    for k, name in enumerate(model.joint_names):  # ten colours, then the next line style
+        ax.plot(ts, q[:, k], color=f"C{k % 10}", ls=("-", "--", ":", "-.")[k // 10 % 4],
+                label=f"{name} [{units[prismatic[k]]}]" if mixed else name)  # fmt: skip
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel(f"joint coordinates q [{'rad or m' if mixed else units[prismatic[0]]}]")
     _legend_outside(ax)
     ax.grid(alpha=0.3)
     return ax
@@ -342,12 +376,15 @@ def save_animation(anim, path: str | os.PathLike, fps: int = 30, dpi: int = 100)
 
 
 def summary_figure(sol, model, path=None):
-    """Trajectory, energy (drift and work apart) and, for constrained models, the
-    constraint residual on one figure."""
+    """Trajectory (a robot's joint coordinates, else the bodies' COM positions), energy (drift
+    and work apart) and, for constrained models, the constraint residual on one figure."""
     plt = _plt()
     constrained = getattr(model, "num_constraints", 0) > 0
     fig, axes = plt.subplots(1, 3 if constrained else 2, figsize=(17 if constrained else 12, 4), layout="constrained")
-    trajectory(sol, ax=axes[0])
+    if getattr(model, "joint_names", ()):
+        joint_trajectory(sol, model, ax=axes[0])
+    else:
+        trajectory(sol, ax=axes[0])
     energy(sol, model, ax=axes[1])
     if constrained:
         constraint_residuals(sol, model, ax=axes[2])

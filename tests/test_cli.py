@@ -409,3 +409,170 @@ def test_simulate_panda_urdf(capsys):
     captured = capsys.readouterr()
     assert "with gen-alpha" in captured.out + captured.err and "steps 10," in captured.out
     assert "max constraint residual" in captured.out
+
+
+# ---------------------------------------------------------------- robots: joint options, joint space in --out and --plot
+
+
+def _toy(tmp_path, name="toy.urdf"):
+    """The small robots of test_robots.py: TOY_URDF (joints shoulder, slide, spin; fixed base),
+    TOY_MJCF (a free torso and the elbow)."""
+    pytest.importorskip("mujoco")
+    from test_robots import TOY_MJCF, TOY_URDF
+
+    return write(tmp_path, name, TOY_URDF if name.endswith(".urdf") else TOY_MJCF)
+
+
+def _robot_model(path, **kwargs):
+    with pytest.warns(dl.io.RobotModelWarning):
+        return dl.load_model(path, **kwargs)
+
+
+def test_joint_options_reach_the_robot_and_out_holds_its_joint_space(tmp_path, capsys):
+    """--joint-positions and --joint-velocities set the start (by forward kinematics), a locked
+    joint leaves joint_names, torque expressions (a comma inside atan2) move the robot; --out
+    carries joint_names, q and qd as difflie.joint_coordinates / joint_velocities read them off
+    the saved solution, which load_solution still reads."""
+    path = _toy(tmp_path)
+    start = ["--joint-positions", "shoulder=0.3", "--joint-positions", "slide=0.05, spin=-0.2", "--joint-velocities", "spin=2"]
+    extras = {"free": [], "driven": ["--joint-torques", "shoulder=2*sin(50*t),spin=atan2(1, t + 1)"],
+              "locked": ["--lock", "slide"]}  # fmt: skip
+    runs = {}
+    for key, extra in extras.items():
+        out = tmp_path / f"{key}.npz"
+        assert main(["simulate", path, "--t1", "0.01", *start, *extra, "--out", str(out)]) == 0, capsys.readouterr().err
+        runs[key] = dict(np.load(out))
+    free, driven, locked = runs["free"], runs["driven"], runs["locked"]
+    assert list(free["joint_names"]) == ["shoulder", "slide", "spin"] and free["q"].shape == free["qd"].shape == (11, 3)
+    np.testing.assert_allclose(free["q"][0], [0.3, 0.05, -0.2], atol=1e-9)
+    np.testing.assert_allclose(free["qd"][0], [0.0, 0.0, 2.0], atol=1e-9)
+    model = _robot_model(path, joint_positions={"shoulder": 0.3, "slide": 0.05, "spin": -0.2}, joint_velocities={"spin": 2.0})
+    sol = dl.load_solution(tmp_path / "free.npz")
+    np.testing.assert_array_equal(np.asarray(sol.position), free["position"])
+    np.testing.assert_allclose(free["q"], np.asarray(dl.joint_coordinates(model, sol)), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(free["qd"], np.asarray(dl.joint_velocities(model, sol)), rtol=0, atol=1e-12)
+    # 0.785 N m on the rotor (0.0003 kg m^2) over 0.01 s: about 0.1 rad more spin
+    assert driven["q"][-1, 2] - free["q"][-1, 2] > 0.05
+    assert list(locked["joint_names"]) == ["shoulder", "spin"] and locked["position"].shape[1] == 2
+    np.testing.assert_allclose(locked["q"][0], [0.3, -0.2], atol=1e-9)
+
+
+def test_floating_base_frees_the_root_without_a_joint(tmp_path, capsys):
+    """A URDF's root is fixed; --floating-base frees it without a movable joint more: the robot,
+    released at rest, falls as one by g t^2 / 2 while the first body of the fixed one swings
+    less. --no-floating-base fixes an MJCF free joint."""
+    path, runs = _toy(tmp_path), {}
+    for flag in ("--no-floating-base", "--floating-base"):
+        out = tmp_path / f"{flag}.npz"
+        assert main(["simulate", path, "--t1", "0.01", flag, "--out", str(out)]) == 0, capsys.readouterr().err
+        runs[flag] = dict(np.load(out))
+    fixed, floating = runs["--no-floating-base"], runs["--floating-base"]
+    assert list(fixed["joint_names"]) == list(floating["joint_names"]) == ["shoulder", "slide", "spin"]
+    assert list(floating["body_names"]) == ["base", *fixed["body_names"]]
+    fall = 9.81 * 0.01**2 / 2
+    np.testing.assert_allclose(floating["position"][0, 0] - floating["position"][-1, 0], [0.0, 0.0, fall], rtol=1e-9, atol=1e-15)
+    assert np.linalg.norm(fixed["position"][-1, 0] - fixed["position"][0, 0]) < 0.5 * fall
+    mjcf, out = _toy(tmp_path, "toy.xml"), tmp_path / "mjcf.npz"
+    assert main(["simulate", mjcf, "--t1", "0.01", "--no-floating-base", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert list(np.load(out)["body_names"]) == ["arm"]
+
+
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
+        (["--joint-positions", "shoulder"], "argument --joint-positions: expected NAME=NUMBER[,NAME=NUMBER...], got 'shoulder'"),
+        (["--joint-velocities", "spin=fast"], "argument --joint-velocities: expected NAME=NUMBER[,NAME=NUMBER...] with finite"),
+        (["--joint-positions", "shoulder=inf"], "argument --joint-positions: expected NAME=NUMBER[,NAME=NUMBER...] with finite"),
+        (["--joint-torques", "=1"], "argument --joint-torques: expected NAME=EXPR[,NAME=EXPR...], got '=1'"),
+        (["--joint-torques", "shoulder=2*sin("], "argument --joint-torques: shoulder: cannot parse '2*sin('"),
+        (["--joint-torques", "shoulder=2*x"], "argument --joint-torques: shoulder: unknown name 'x'"),
+        (["--lock", "slide,"], "argument --lock: expected NAME[,NAME...], got 'slide,'"),
+        (["--joint-positions", "elbow=1"], "joint_positions names unknown joints ['elbow']; movable joints are"),
+        (["--joint-torques", "elbow=t"], "joint_torques names unknown joints ['elbow']"),
+        (["--lock", "elbow"], "locked_joints names unknown joints ['elbow']"),
+        (["--lock", "slide", "--joint-velocities", "slide=1"], "joint_velocities names locked joints ['slide']"),
+        (["--joint-positions", "spin=1", "--joint-positions", "slide=0,spin=2"], "--joint-positions gives joint 'spin' twice"),
+    ],
+)
+def test_bad_robot_options(argv_tail, message, tmp_path, capsys):
+    out = tmp_path / "x.npz"
+    try:
+        code = main(["simulate", _toy(tmp_path), *argv_tail, "--out", str(out)])
+    except SystemExit as stop:  # argparse's own errors
+        code = stop.code
+    assert code == 2
+    assert message in _err(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "model, argv_tail, message",
+    [
+        ("heavy-top", ["--lock", "a"], "difflie: error: --lock applies to robot files (.urdf, MJCF .xml) only"),
+        ("pendulum.json", ["--joint-torques", "a=t", "--floating-base"],
+         "difflie: error: --joint-torques, --floating-base apply to robot files (.urdf, MJCF .xml) only"),
+    ],
+)
+def test_robot_options_for_other_models(model, argv_tail, message, tmp_path, capsys):
+    path = write(tmp_path, model, PENDULUM) if model.endswith(".json") else model
+    assert main(["simulate", path, *argv_tail]) == 2
+    assert _err(capsys).strip() == message
+
+
+def test_joint_option_entries_split_at_commas_outside_parentheses():
+    from difflie.__main__ import joint_expressions, joint_list, joint_numbers
+
+    torques = joint_expressions("a=atan2(t, 1), b = minimum(maximum(t, 0), 1),c=2")
+    assert [(name, u.source) for name, u in torques] == [("a", "atan2(t, 1)"), ("b", "minimum(maximum(t, 0), 1)"), ("c", "2")]
+    assert float(torques[0][1](1.0)) == pytest.approx(np.pi / 4)
+    assert joint_numbers("a=1e-3, b=-2") == [("a", 1e-3), ("b", -2.0)]
+    assert joint_list("a, b") == ["a", "b"]
+
+
+def _chain_mjcf(n: int) -> str:
+    """``n`` links in a row on hinges about alternating axes (a 9-body arm for n = 9)."""
+    body = ""
+    for k in reversed(range(n)):
+        axis = ("0 1 0", "1 0 0")[k % 2]
+        body = (f'<body name="link{k + 1}" pos="0 0 {0.1 if k else 0.5}"><joint name="joint{k + 1}" axis="{axis}"/>'
+                f'<inertial pos="0.02 0 0.05" mass="1" diaginertia="0.01 0.01 0.002"/>{body}</body>')  # fmt: skip
+    return f'<mujoco model="arm{n}"><worldbody>{body}</worldbody></mujoco>'
+
+
+def test_plot_of_a_robot_shows_its_joints_and_no_text_is_cut_off(tmp_path, capsys):
+    """--plot of a 9-body robot: its joint coordinates by name in the first panel; of the
+    built-in 8-rod chain: its 24 COM traces. In both every label, title and legend lies inside
+    the figure (the legend of a 9-body robot's 27 COM traces used to run off the figure and
+    squash the axes, cutting off their labels)."""
+    pytest.importorskip("mujoco")
+    import matplotlib.pyplot as plt
+    from test_plot import assert_text_inside
+
+    from difflie.plot import summary_figure
+
+    robot = write(tmp_path, "arm9.xml", _chain_mjcf(9))
+    for model, stem in ((robot, "arm9"), ("chain", "chain")):
+        out, png = tmp_path / f"{stem}.npz", tmp_path / f"{stem}.png"
+        assert main(["simulate", model, "--t1", "0.005", "--out", str(out), "--plot", str(png)]) == 0, capsys.readouterr().err
+        assert png.stat().st_size > 10_000
+    arm = dl.load_model(robot)
+    fig = summary_figure(dl.load_solution(tmp_path / "arm9.npz"), arm)
+    assert fig.axes[0].get_ylabel() == "joint coordinates q [rad]"
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == list(arm.joint_names) == [f"joint{k}" for k in range(1, 10)]
+    assert_text_inside(fig)
+    plt.close(fig)
+    fig = summary_figure(dl.load_solution(tmp_path / "chain.npz"), dl.models.chain())
+    assert fig.axes[0].get_ylabel() == "COM position [m]" and len(fig.axes[0].get_legend().get_texts()) == 24
+    assert_text_inside(fig)
+    plt.close(fig)
+
+
+def test_help_names_the_robot_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for item in ("robot files (.urdf, MJCF .xml):", "--joint-positions NAME=VALUE[,...]", "--joint-velocities NAME=VALUE[,...]",
+                 "--joint-torques NAME=EXPR[,...]", "--lock NAME[,...]", "--floating-base, --no-floating-base",
+                 "a comma inside parentheses belongs to an expression"):  # fmt: skip
+        assert item in text, item

@@ -162,3 +162,49 @@ def test_animation_html_gif_and_missing_writer(top, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="install ffmpeg"):
         plot.save_animation(anim, tmp_path / "top.mp4")
     assert not (tmp_path / "top.mp4").exists()
+
+
+def assert_text_inside(fig):
+    """Every visible text (axis labels, titles, legend entries, notes), the tick labels drawn
+    and every legend lie inside the figure: none is cut off."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer, box = fig.canvas.get_renderer(), fig.bbox
+    axes = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)]
+    tick_labels = [(tick.label1, tick.label2) for axis in axes for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]]
+    ticks = {id(t) for pair in tick_labels for t in pair}
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text() and id(t) not in ticks]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert texts
+    # an axis' tight box holds its drawn tick labels (not those outside the view), label and offset
+    for artist in [*texts, *legends, *axes]:
+        e = artist.get_tightbbox(renderer) if artist in axes else artist.get_window_extent(renderer)
+        inside = box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1 and box.y0 - 1 <= e.y0 and e.y1 <= box.y1 + 1
+        assert inside, (artist.get_text() if isinstance(artist, Text) else artist, e, box)
+
+
+def _bodies(nb: int, n: int = 5):
+    """A stand-in for a solution of ``nb`` bodies (what ``trajectory`` reads)."""
+    from types import SimpleNamespace
+
+    position = np.linspace(0.0, 1.0, n)[:, None, None] * np.arange(3 * nb).reshape(1, nb, 3)
+    return SimpleNamespace(ts=np.linspace(0.0, 0.01, n), position=position, body_names=[f"link{i}" for i in range(nb)])
+
+
+@pytest.mark.parametrize("nb, columns", [(4, 1), (8, 2), (12, 3), (13, 0)])
+def test_long_legends_take_columns_then_a_note(nb, columns):
+    """Up to 12 entries a column, up to 3 columns; more lines get a note in the title instead of
+    a legend; nothing runs off the figure either way."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4), layout="constrained")
+    ax = plot.trajectory(_bodies(nb), ax=axes[0])
+    assert_text_inside(fig)
+    assert len(ax.lines) == 3 * nb
+    if columns:
+        texts = ax.get_legend().get_texts()
+        assert len(texts) == 3 * nb and len({round(t.get_window_extent().x0) for t in texts}) == columns
+    else:
+        assert ax.get_legend() is None and ax.get_title() == "39 lines, too many for a legend"
+    plt.close(fig)
