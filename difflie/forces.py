@@ -270,12 +270,21 @@ class JointForce(AbstractForce):
         return self._kinematics(r, R, rdot, omega)[-1]
 
     def __call__(self, t, r, R, rdot, omega):
+        kinematics = self._kinematics(r, R, rdot, omega)
+        u = -self.damping.astype(r.dtype) * kinematics[-1]
+        if self.torque is not None:
+            u = u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, r.dtype), u.shape)
+        return self._wrench(u, r, R, kinematics)
+
+    def apply(self, u: Float[Array, " nj"], r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
+        """The wrenches of joint torques (forces) ``u`` alone, without this element's own
+        torque and damping."""
+        return self._wrench(jnp.asarray(u, r.dtype), r, R, self._kinematics(r, R, rdot, omega))
+
+    def _wrench(self, u, r, R, kinematics):
         nb = r.shape[0]
         dtype = r.dtype
-        p, chi, R_ext, a, s, lever_p, qdot = self._kinematics(r, R, rdot, omega)
-        u = -self.damping.astype(dtype) * qdot
-        if self.torque is not None:
-            u = u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, dtype), u.shape)
+        p, chi, R_ext, a, s, lever_p, _ = kinematics
         pri = np.asarray(self.prismatic)[:, None]
         T = jnp.where(pri, 0.0, u[:, None] * a)  # couple on the child (world)
         tau_c, tau_p = mtv(R[chi], T), -mtv(R_ext[p], T)

@@ -21,11 +21,14 @@ joint positions at the first save. ``link_pose`` gives the world pose of any lin
 The other way, ``forward_kinematics`` places the bodies at joint positions and rates (traced,
 one ``lax.scan`` over the joints in tree order), ``with_joint_state`` makes it a model's
 initial state (multiple shooting starts each window there) and ``with_bodies`` swaps a
-robot's inertial parameters, keeping its link frames where they are. ``LinearInterpolation``
+robot's inertial parameters, keeping its link frames where they are. ``JointFeedback`` applies
+joint torques that depend on the joint state (a controller). ``LinearInterpolation``
 turns sampled joint torques into the ``t -> u`` signal that ``joint_torques`` takes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -34,7 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .body import RigidBody
-from .forces import JointForce
+from .forces import AbstractForce, JointForce
 from .lie import SO3, cross
 from .lie.ops import mv, quat_to_matrix
 from .results import BodyState
@@ -89,11 +92,11 @@ def _extended(x: Array, fill: Array) -> Array:
     return jnp.concatenate([x, pad], axis=-1 - fill.ndim)
 
 
-def _poses(model, states):
+def _poses(com: Float[Array, "nb 3"], states):
     """Origins and rotations of bodies and ground (index nb), world velocities of origins and
-    world angular velocities (``None`` when ``states`` has no velocities)."""
+    world angular velocities (``None`` when ``states`` has no velocities); ``com`` in body axes."""
     r, R = jnp.asarray(states.position), jnp.asarray(states.rotation)
-    com = model.bodies.com.astype(r.dtype)
+    com = com.astype(r.dtype)
     o = r - mv(R, com)
     o_ext = _extended(o, jnp.zeros(3))
     R_ext = _extended(R, jnp.eye(3))
@@ -124,10 +127,12 @@ def joint_coordinates(model, solution) -> Float[Array, "*n nj"]:
     ``Solution``, a ``BodyState`` or a kinematics solution, with a
     leading save axis or without (one state: ``(n_joints,)``).
     """
-    js = _joint_space(model)
-    nb = model.num_bodies
-    o, R, _, _ = _poses(model, solution)
-    p, c = _indices(js, nb)
+    return _coordinates(_joint_space(model), model.bodies.com, solution)
+
+
+def _coordinates(js: JointSpace, com: Float[Array, "nb 3"], solution) -> Float[Array, "*n nj"]:
+    o, R, _, _ = _poses(com, solution)
+    p, c = _indices(js, com.shape[0])
     dtype = o.dtype
     Rp, Rc = R[..., p, :, :], R[..., c, :, :]
     # revolute: M = R_p^T R_c C^T = Rot(a, theta)
@@ -147,12 +152,14 @@ def joint_velocities(model, solution) -> Float[Array, "*n nj"]:
     """Joint rates ``(n_saves, n_joints)`` (rad/s or m/s) in the order of ``model.joint_names``,
     from ``position``, ``rotation``, ``velocity`` (world COM) and ``angular_velocity`` (body
     axes) of ``solution`` (see ``joint_coordinates``)."""
-    js = _joint_space(model)
-    nb = model.num_bodies
-    o, R, v, w = _poses(model, solution)
+    return _rates(_joint_space(model), model.bodies.com, solution)
+
+
+def _rates(js: JointSpace, com: Float[Array, "nb 3"], solution) -> Float[Array, "*n nj"]:
+    o, R, v, w = _poses(com, solution)
     if v is None:
         raise ValueError("joint_velocities: the solution has no velocities")
-    p, c = _indices(js, nb)
+    p, c = _indices(js, com.shape[0])
     dtype = o.dtype
     Rp, Rc = R[..., p, :, :], R[..., c, :, :]
     a = mv(Rp, js.axis.astype(dtype))
@@ -177,7 +184,7 @@ def link_pose(model, solution, link: str) -> tuple[Float[Array, "*n 3"], Float[A
     if not found:
         raise ValueError(f"link_pose: no link {link!r}; the links are {[name for name, _, _ in js.links]}")
     b, pose = found[0]
-    o, R, _, _ = _poses(model, solution)
+    o, R, _, _ = _poses(model.bodies.com, solution)
     b = model.num_bodies if b < 0 else b
     dtype = o.dtype
     p = jnp.asarray(pose[:3], dtype)
@@ -211,7 +218,7 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
     if q.shape != (js.num_joints,) or qd.shape != (js.num_joints,):
         raise ValueError(f"forward_kinematics: q and qd must have shape ({js.num_joints},), got {q.shape}, {qd.shape}")
     # start from the model's own state (ground at row nb; a floating base keeps its state)
-    o, R, v, w = _poses(model, BodyState(r0.astype(dtype), R0.astype(dtype), jnp.asarray(model.v0, dtype), jnp.asarray(model.omega0, dtype)))
+    o, R, v, w = _poses(model.bodies.com, BodyState(r0.astype(dtype), R0.astype(dtype), jnp.asarray(model.v0, dtype), jnp.asarray(model.omega0, dtype)))
     p, c = _indices(js, nb)
     C = js.relative_rotation.astype(dtype)
     axis, sp, sc = js.axis.astype(dtype), js.parent_point.astype(dtype), js.child_point.astype(dtype)
@@ -241,6 +248,30 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
     return BodyState(o + rc, R, v + cross(w, rc), jnp.einsum("kji,kj->ki", R, w))
 
 
+class JointFeedback(AbstractForce):
+    """Joint torques (forces) that depend on the joint state: ``u = law(t, q, q_dot)``, ``(nj,)``
+    in the order of ``model.joint_names``, applied at the joints as ``JointForce`` applies its
+    own (equal and opposite on the joint's two bodies). ``q`` and ``q_dot`` are read off the
+    bodies' state as ``joint_coordinates`` and ``joint_velocities`` read them (a revolute angle
+    on the branch nearest ``space.initial``). A PD controller, gravity compensation, a
+    joint-space spring. ``law`` may be an ``eqx.Module`` whose arrays (gains, targets) are leaves
+    to differentiate; the implicit solvers' iteration matrices take its derivatives like any
+    force's. ``load_model(..., joint_feedback=law)`` adds one to a robot."""
+
+    law: Callable
+    space: JointSpace
+    com: Float[Array, "nb 3"]
+    joint: JointForce
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        return self.joint.coupling()
+
+    def __call__(self, t, r, R, rdot, omega):
+        state = BodyState(r, R, rdot, omega)
+        q, qd = _coordinates(self.space, self.com, state), _rates(self.space, self.com, state)
+        return self.joint.apply(self.law(t, q, qd), r, R, rdot, omega)
+
+
 def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None):
     """``model`` with its initial state at joint positions ``q`` and rates ``qd`` (see
     ``forward_kinematics``; ``joint_coordinates`` then reads revolute angles on the
@@ -248,8 +279,10 @@ def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | No
     compiled program."""
     s = forward_kinematics(model, q, qd)
     q = jnp.asarray(q, s.position.dtype)
-    return eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0, m.joints.initial), model,
-                       (s.position, s.rotation, s.velocity, s.angular_velocity, q))  # fmt: skip
+    model = eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0, m.joints.initial), model,
+                        (s.position, s.rotation, s.velocity, s.angular_velocity, q))  # fmt: skip
+    feedback = [k for k, f in enumerate(model.forces) if isinstance(f, JointFeedback)]
+    return eqx.tree_at(lambda m: [m.forces[k].space.initial for k in feedback], model, [q] * len(feedback))
 
 
 def with_bodies(model, bodies: RigidBody):
@@ -260,7 +293,7 @@ def with_bodies(model, bodies: RigidBody):
     the COM). Traceable: ``bodies`` may come from parameters being fitted."""
     if bodies.mass.shape != model.bodies.mass.shape:
         raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")
-    others = [type(f).__name__ for f in model.forces if not isinstance(f, JointForce)]
+    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback))]
     if others:
         raise ValueError(f"with_bodies: cannot move the COM-relative points of force elements {others}")
     old, new = model.bodies.com, bodies.com.astype(model.bodies.com.dtype)
@@ -268,7 +301,13 @@ def with_bodies(model, bodies: RigidBody):
     shift = mv(R, new - old)
     r0 = model.r0 + shift
     v0 = model.v0 + mv(R, cross(w_body, new - old))
-    forces = tuple(eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)]) for f in model.forces)
+
+    def moved(f):
+        if isinstance(f, JointFeedback):
+            return eqx.tree_at(lambda f: (f.com, f.joint), f, (new, moved(f.joint)))
+        return eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)])
+
+    forces = tuple(moved(f) for f in model.forces)
     named = RigidBody(bodies.mass, bodies.inertia, bodies.com, names=model.bodies.names)
     return eqx.tree_at(lambda m: (m.bodies, m.r0, m.v0, m.forces), model, (named, r0, v0, forces))
 
@@ -294,6 +333,7 @@ class LinearInterpolation(eqx.Module):
 
 
 __all__ = [
+    "JointFeedback",
     "JointSpace",
     "LinearInterpolation",
     "forward_kinematics",

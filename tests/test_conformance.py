@@ -10,13 +10,17 @@ initial pose under ``GeneralizedAlpha``).
 from __future__ import annotations
 
 import functools
+import pathlib
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import difflie as dl
+from difflie.io import RobotModelWarning
 from difflie.kinematics import kinematics
+from helpers import PD
 
 STEPS = 20  # compile time dominates; errors stay far above rounding
 
@@ -48,7 +52,19 @@ MODELS = {
     "heavy_top_spherical": Case(dl.models.heavy_top_spherical, 2e-4, 150.0, "rkmk4", free=dl.models.heavy_top, slow=True),
     # spatial closed loop, one degree of freedom
     "spatial_slider_crank": Case(dl.models.spatial_slider_crank, 2e-3, 10.0, "gen_alpha", slow=True),
+    # a robot file (revolute, prismatic and continuous joints, a merged link) with URDF damping,
+    # joint torques and a PD controller on its joint state: every force element of a robot
+    "robot": Case(lambda: _robot(), 1e-3, 40.0, "gen_alpha", slow=True),
 }
+
+
+def _robot() -> dl.Model:
+    law = PD(jnp.array([20.0, 50.0, 0.5]), jnp.array([2.0, 5.0, 0.05]), jnp.array([0.8, -0.05, 1.5]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RobotModelWarning)  # joint limits, not modelled
+        return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "toy_robot.urdf"),
+                             joint_positions={"shoulder": 0.3, "slide": 0.02, "spin": 0.5},
+                             joint_torques={"shoulder": "0.5*sin(10*t)"}, joint_feedback=law)  # fmt: skip
 
 SOLVERS = {
     "rkmk4": dl.RKMK4(),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import math
+import pathlib
 import warnings
 
 import equinox as eqx
@@ -23,53 +24,11 @@ import pytest
 import difflie as dl
 from difflie.forces import JointForce
 from difflie.io import ModelFileError, RobotModelWarning
+from helpers import PD
 
 # -- small files -------------------------------------------------------------------------------
 
-TOY_URDF = """<?xml version="1.0"?>
-<robot name="toy">
-  <link name="base">
-    <inertial><origin xyz="0 0 0.05"/><mass value="2"/>
-      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
-  </link>
-  <link name="upper">
-    <inertial><origin xyz="0.01 0 0.2" rpy="0.1 0.2 0.3"/><mass value="1.5"/>
-      <inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.015"/></inertial>
-  </link>
-  <link name="tool">
-    <inertial><origin xyz="0.01 0 0.02"/><mass value="0.5"/>
-      <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.0015"/></inertial>
-  </link>
-  <link name="slider">
-    <inertial><origin xyz="0 0.02 0"/><mass value="0.3"/>
-      <inertia ixx="0.0004" ixy="0" ixz="0" iyy="0.0005" iyz="0" izz="0.0006"/></inertial>
-  </link>
-  <link name="rotor">
-    <inertial><origin xyz="0 0 0.01"/><mass value="0.2"/>
-      <inertia ixx="0.0002" ixy="0" ixz="0" iyy="0.0002" iyz="0" izz="0.0003"/></inertial>
-  </link>
-  <link name="tcp"/>
-  <joint name="shoulder" type="revolute">
-    <parent link="base"/><child link="upper"/>
-    <origin xyz="0 0 0.1" rpy="0 0.3 0"/><axis xyz="0 1 0"/>
-    <limit lower="-2" upper="2" effort="10" velocity="1"/><dynamics damping="0.05"/>
-  </joint>
-  <joint name="tool_mount" type="fixed">
-    <parent link="upper"/><child link="tool"/><origin xyz="0 0.05 0.4" rpy="0 0 0.5"/>
-  </joint>
-  <joint name="slide" type="prismatic">
-    <parent link="upper"/><child link="slider"/>
-    <origin xyz="0 0 0.3"/><axis xyz="1 0 0"/>
-    <limit lower="-0.1" upper="0.1" effort="10" velocity="1"/><dynamics damping="0.2"/>
-  </joint>
-  <joint name="spin" type="continuous">
-    <parent link="slider"/><child link="rotor"/><origin xyz="0 0.1 0" rpy="0.2 0 0"/><axis xyz="0 0 1"/>
-  </joint>
-  <joint name="tcp_joint" type="fixed">
-    <parent link="rotor"/><child link="tcp"/><origin xyz="0 0 0.05"/>
-  </joint>
-</robot>
-"""
+TOY_URDF = (pathlib.Path(__file__).resolve().parent / "data" / "toy_robot.urdf").read_text(encoding="utf-8")
 
 TOY_MJCF = """<mujoco model="flyer">
   <compiler angle="radian"/>
@@ -705,11 +664,86 @@ def test_humanoid_one_second():
     assert e_joint < 1e-6 and e_origin < 1e-7 and e_rotation < 1e-6, (e_joint, e_origin, e_rotation)
 
 
+PD_LAW = PD(jnp.array([20.0, 50.0, 0.5]), jnp.array([2.0, 5.0, 0.05]), jnp.array([0.8, -0.05, 1.5]))
+PD_Q0 = {"shoulder": 0.3, "slide": 0.02, "spin": 0.5}
+
+
+def _pd_toy(tmp_path):
+    """The toy robot (its continuous joint made revolute, which Pinocchio stores as an angle)
+    under the PD law, from ``PD_Q0`` at rest."""
+    text = TOY_URDF.replace('type="continuous">', 'type="revolute">').replace(
+        '<axis xyz="0 0 1"/>\n  </joint>', '<axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="1" velocity="1"/>\n  </joint>')
+    path = _write(tmp_path, "pd_toy.urdf", text)
+    return path, _load(path, joint_positions=PD_Q0, joint_feedback=PD_LAW)
+
+
+@needs_pinocchio
+def test_joint_feedback_pd_matches_pinocchio(tmp_path):
+    """A PD controller on every joint (revolute, prismatic) as ``joint_feedback``, with URDF
+    damping, against Pinocchio's ABA + RK4 at h = 1e-4 s with the same law: generalized-alpha's
+    joint trajectories converge to Pinocchio's at second order over 0.1 s (measured 5.0e-5 rad
+    at h = 1e-3, 1.25e-5 at 5e-4) while the joints move by 0.05-0.9. The law is checked when
+    loaded; ``with_joint_state`` moves its branch with the joints' initial state."""
+    path, model = _pd_toy(tmp_path)
+    pm = pin.buildModelFromUrdf(path)
+    assert tuple(pm.names)[1:] == model.joint_names
+    pd = pm.createData()
+    kp, kd, target = (np.asarray(x) for x in (PD_LAW.kp, PD_LAW.kd, PD_LAW.target))
+
+    def acc(q, v):
+        return pin.aba(pm, pd, q, v, kp * (target - q) - kd * v - np.asarray(pm.damping) * v)
+
+    h, q, v = 1e-4, np.array([PD_Q0[n] for n in model.joint_names]), np.zeros(3)
+    reference = [q]
+    for i in range(1000):
+        k1q, k1v = v, acc(q, v)
+        k2q, k2v = v + h / 2 * k1v, acc(q + h / 2 * k1q, v + h / 2 * k1v)
+        k3q, k3v = v + h / 2 * k2v, acc(q + h / 2 * k2q, v + h / 2 * k2v)
+        k4q, k4v = v + h * k3v, acc(q + h * k3q, v + h * k3v)
+        q, v = q + h / 6 * (k1q + 2 * k2q + 2 * k3q + k4q), v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        if (i + 1) % 100 == 0:
+            reference.append(q)
+    reference = np.array(reference)
+    assert np.abs(reference[-1] - reference[0]).min() > 0.04
+    ts = jnp.linspace(0.0, 0.1, 11)
+    errors = []
+    for t1, step in ((0.2, 1e-3), (0.1, 5e-4)):  # 200 steps each: one compiled program
+        sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, t1, step, saveat=dl.SaveAt(ts=ts))
+        errors.append(np.abs(np.asarray(dl.joint_coordinates(model, sol)) - reference).max())
+    assert errors[1] < 1.5e-5 and 3.5 < errors[0] / errors[1] < 4.5, errors
+    moved = dl.joint_space.with_joint_state(model, jnp.array([0.3, 0.0, 4.0]))
+    np.testing.assert_array_equal(moved.forces[-1].space.initial, [0.3, 0.0, 4.0])
+    for law, message in [
+        (lambda t, q, qd: q[:2], r"joint_feedback must return shape \(3,\) \(one torque per joint\), got \(2,\)"),
+        (lambda t, q: q, "joint_feedback fails at t = 0, q = qd = 0"),
+        (np.ones(3), "joint_feedback must be a function"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _load(path, joint_feedback=law)
+
+
+@pytest.mark.slow
+def test_joint_feedback_gradient_matches_finite_differences(tmp_path):
+    """The derivative of a joint angle after 50 steps with respect to the PD gains (leaves of
+    the law) through generalized-alpha's implicit steps equals central differences (measured
+    agreement 1e-7 relative; compiling the gradient takes about 30 s)."""
+    _, model = _pd_toy(tmp_path)
+
+    def angle(kp):
+        m = eqx.tree_at(lambda m: m.forces[-1].law.kp, model, kp)
+        return dl.joint_coordinates(m, dl.simulate(m, dl.GeneralizedAlpha(), 0.0, 0.05, 1e-3))[-1, 0]
+
+    grad = dl.xla.jit(jax.grad(angle))(PD_LAW.kp)
+    f, e = dl.xla.jit(angle), 1e-5
+    fd = np.array([(f(PD_LAW.kp.at[i].add(e)) - f(PD_LAW.kp.at[i].add(-e))) / (2 * e) for i in range(3)])
+    assert np.all(np.abs(grad) > 1e-5)
+    np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+
 @pytest.mark.skipif(PANDA is None, reason="the README's robot example needs `example-robot-data` (pip install -e '.[test]')")
 def test_readme_robot_examples_run():
     """The README's Panda example and its batch of initial joint states run as written and give
     the shapes their comments say; the batch's first system equals a run from its own state."""
-    import pathlib
     import re
 
     text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")

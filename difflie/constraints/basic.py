@@ -31,7 +31,8 @@ GROUND = -1
 
 
 class Driver(eqx.Module):
-    """A time function ``f(t)`` (or ``f(t, params)`` when ``params`` is given).
+    """A time function ``f(t)`` (or ``f(t, params)`` when ``params`` is given); further
+    arguments pass through, ``f(t, *args)`` (a joint-feedback law ``f(t, q, qd)``).
 
     ``fn`` is static (a Python callable); ``params`` is a pytree of arrays that may be traced.
     """
@@ -39,8 +40,8 @@ class Driver(eqx.Module):
     fn: Callable = eqx.field(static=True)
     params: Any = None
 
-    def __call__(self, t):
-        return self.fn(t) if self.params is None else self.fn(t, self.params)
+    def __call__(self, t, *args):
+        return self.fn(t, *args) if self.params is None else self.fn(t, *args, self.params)
 
 
 def as_driver(f) -> Driver | eqx.Module:

@@ -236,6 +236,7 @@ def load_model(
     joint_positions: Mapping[str, float] | None = None,
     joint_velocities: Mapping[str, float] | None = None,
     joint_torques: Mapping[str, Any] | Callable | None = None,
+    joint_feedback: Callable | None = None,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -249,7 +250,8 @@ def load_model(
     Robots only (``difflie.io.robot.load_robot`` says more): ``joint_positions`` /
     ``joint_velocities`` ``{joint name: value}``, the initial state by forward kinematics;
     ``joint_torques`` ``{joint name: number, expression of t or function of t}`` or one function
-    ``t -> (n_joints,)``; ``base_pose`` / ``base_velocity`` of a floating base;
+    ``t -> (n_joints,)``; ``joint_feedback`` ``(t, q, qd) -> (n_joints,)``, torques from the
+    joint state (a controller); ``base_pose`` / ``base_velocity`` of a floating base;
     ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
     ``joint_positions`` puts them).
 
@@ -276,10 +278,11 @@ def load_model(
             raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a robot file")
         return load_robot(path, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
-                          joint_velocities=joint_velocities, joint_torques=joint_torques, base_pose=base_pose,
+                          joint_velocities=joint_velocities, joint_torques=joint_torques,
+                          joint_feedback=joint_feedback, base_pose=base_pose,
                           base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
     robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques,
-                      base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
+                      joint_feedback=joint_feedback, base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
     given = [name for name, value in robot_only.items() if value is not None] + (["locked_joints"] if locked_joints else [])
     if given:
         raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")

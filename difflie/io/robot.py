@@ -34,6 +34,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,7 +43,7 @@ from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import JointForce, JointTorques
-from ..joint_space import JointSpace
+from ..joint_space import JointFeedback, JointSpace
 from ..model import Model
 from .model_file import ModelFileError
 
@@ -276,6 +277,7 @@ def load_robot(
     joint_positions: Mapping[str, float] | None = None,
     joint_velocities: Mapping[str, float] | None = None,
     joint_torques: Mapping[str, float | Callable] | Callable | None = None,
+    joint_feedback: Callable | None = None,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -297,7 +299,9 @@ def load_robot(
     ``model.joint_names``; equal and opposite on the two bodies of each joint; each function's
     shape is checked here. Numbers, and the arrays of an ``eqx.Module`` signal, are pytree
     leaves (traceable, differentiable); a function is part of the compiled program, so a new
-    function object (a new ``lambda`` at every call) compiles again. ``base_pose``: the world pose
+    function object (a new ``lambda`` at every call) compiles again. ``joint_feedback``: a
+    function ``(t, q, qd) -> (n_joints,)`` of the joint coordinates and rates, torques added to
+    ``joint_torques`` (a PD controller, gravity compensation; ``JointFeedback``). ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -485,18 +489,17 @@ def load_robot(
     forces = []
     damping = np.array([ji["damping"] for ji in jinfo])
     torque = _torques(joint_torques, joint_names, [k for k in movable_names if k in locked])
+    if joint_feedback is not None and not jinfo:
+        raise ValueError("load_model: joint_feedback needs movable joints; this robot has none")
+    geometry = dict(
+        parent=[ji["parent"] for ji in jinfo],
+        child=[ji["child"] for ji in jinfo],
+        axis=jnp.asarray(np.stack([ji["a_p"] for ji in jinfo])) if jinfo else None,
+        point=jnp.asarray(np.stack([ji["s_c"] - com[ji["child"]] for ji in jinfo])) if jinfo else None,
+        prismatic=[ji["prismatic"] for ji in jinfo],
+    )
     if jinfo and (np.any(damping != 0) or torque is not None):
-        forces.append(
-            JointForce(
-                parent=[ji["parent"] for ji in jinfo],
-                child=[ji["child"] for ji in jinfo],
-                axis=jnp.asarray(np.stack([ji["a_p"] for ji in jinfo])),
-                point=jnp.asarray(np.stack([ji["s_c"] - com[ji["child"]] for ji in jinfo])),
-                damping=jnp.asarray(damping),
-                torque=torque,
-                prismatic=[ji["prismatic"] for ji in jinfo],
-            )
-        )
+        forces.append(JointForce(**geometry, damping=jnp.asarray(damping), torque=torque))
     names = tuple(body_names[b] for b in groups)
     links = tuple((body_names[b], body_of[b], _pose_tuple(R_in[b], p_in[b])) for b in range(1, m.nbody))
     mesh_list = tuple(
@@ -520,6 +523,9 @@ def load_robot(
         links=links,
         meshes=mesh_list,
     )
+    if joint_feedback is not None:
+        law = _feedback_law(joint_feedback, len(jinfo))
+        forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
     g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
@@ -551,6 +557,20 @@ def _signal(fn, what: str, shape: tuple[int, ...]):
     if out.shape != shape:
         raise ValueError(f"load_model: {what} must return shape {shape}, got {out.shape}")
     return fn
+
+
+def _feedback_law(law, nj: int):
+    """``law(t, q, qd) -> (nj,)``, its shape checked now (abstractly)."""
+    if not callable(law):
+        raise ValueError(f"load_model: joint_feedback must be a function (t, q, qd) -> (n_joints,), got {type(law).__name__}")
+    zeros = jnp.zeros((nj,))
+    try:
+        out = jax.eval_shape(lambda t, q, qd: jnp.asarray(law(t, q, qd)), jnp.zeros(()), zeros, zeros)
+    except Exception as err:  # noqa: BLE001 - the user's function, whatever it raises
+        raise ValueError(f"load_model: joint_feedback fails at t = 0, q = qd = 0: {_one_line(err) or type(err).__name__}") from None
+    if out.shape != (nj,):
+        raise ValueError(f"load_model: joint_feedback must return shape ({nj},) (one torque per joint), got {out.shape}")
+    return law if isinstance(law, eqx.Module) else C.basic.Driver(law)
 
 
 def _torques(value, joints: list[str], locked: list[str]):
