@@ -229,6 +229,14 @@ def test_malformed_robot_files(tmp_path):
         _load(path, joint_positions={"elbow": 1.0})
     with pytest.raises(ValueError, match=r"locked joints \['spin'\]"):
         _load(path, locked_joints=["spin"], joint_torques={"spin": 1.0})
+    free = _write(tmp_path, "flyer.xml", TOY_MJCF)
+    for pose, message in [(([0, 0, 1], [2.0, 0, 0, 0]), "has norm 2, not 1"), (([0, 0, 1], [0.0, 0, 0, 0]), "has norm 0, not 1"),
+                          ([0, 0, 1, 1, 0, 0], "must be a 4x4 matrix, a 7-vector"),
+                          (([0, 0, 1], np.diag([1.0, 1.0, 2.0])), "not a rotation matrix")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            _load(free, base_pose=pose)
+    typed = _load(free, base_pose=([0, 0, 1], [0.7071, 0, 0, 0.7071]))  # typed digits: normalised
+    np.testing.assert_allclose(typed.R0[0] @ typed.R0[0].T, np.eye(3), atol=1e-14)
     with pytest.raises(ValueError, match="base_velocity is for a floating base"):
         _load(path, base_velocity=([0, 0, 0], [0, 0, 0]))
     with pytest.raises(ValueError, match="mass= is for the JSON model files"):

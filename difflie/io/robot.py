@@ -98,6 +98,15 @@ def _pose_tuple(R, p) -> tuple[float, ...]:
     return tuple(float(x) for x in p) + _matrix_quat(R)
 
 
+def _unit(q) -> np.ndarray:
+    """A base pose's quaternion, normalised if its norm is 1 to within typed digits (1e-3)."""
+    q = np.asarray(q, float)
+    norm = np.linalg.norm(q)
+    if not abs(norm - 1.0) < 1e-3:
+        raise ValueError(f"load_model: base_pose quaternion (qw, qx, qy, qz) = {q.tolist()} has norm {norm:.6g}, not 1")
+    return q / norm
+
+
 def _base_pose(value) -> tuple[np.ndarray, np.ndarray]:
     """``(R, p)`` from a 4x4 matrix, a 7-vector ``(x, y, z, qw, qx, qy, qz)`` or a pair
     ``(position, quaternion or rotation matrix)``."""
@@ -105,13 +114,13 @@ def _base_pose(value) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(value, (tuple, list)) and len(value) == 2:
             p = np.asarray(value[0], float).reshape(3)
             rot = np.asarray(value[1], float)
-            R = _quat_matrix(rot) if rot.shape == (4,) else rot.reshape(3, 3)
+            rot = rot if rot.shape == (4,) else rot.reshape(3, 3)
         else:
             arr = np.asarray(value, float)
             if arr.shape == (4, 4):
-                R, p = arr[:3, :3], arr[:3, 3]
+                rot, p = arr[:3, :3], arr[:3, 3]
             elif arr.shape == (7,):
-                R, p = _quat_matrix(arr[3:]), arr[:3]
+                rot, p = arr[3:], arr[:3]
             else:
                 raise ValueError
     except (TypeError, ValueError):
@@ -119,6 +128,7 @@ def _base_pose(value) -> tuple[np.ndarray, np.ndarray]:
             "load_model: base_pose must be a 4x4 matrix, a 7-vector (x, y, z, qw, qx, qy, qz) or a "
             f"pair (position, quaternion or 3x3 rotation), got {value!r}"
         ) from None
+    R = _quat_matrix(_unit(rot)) if rot.shape == (4,) else rot
     if not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))) or np.abs(R.T @ R - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
         raise ValueError(f"load_model: base_pose rotation is not a rotation matrix: {R.tolist()}")
     return R, p
