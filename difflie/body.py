@@ -50,7 +50,7 @@ def check_bodies(mass, inertia, com, names: tuple[str, ...] | None = None) -> No
             raise ValueError(f"{label}: mass must be positive, got {m[i]}")
         scale = np.max(np.abs(J[i]))
         if np.max(np.abs(J[i] - J[i].T)) > 1e-10 * max(scale, 1e-300):
-            raise ValueError(f"{label}: inertia is not symmetric:\n{J[i]}")
+            raise ValueError(f"{label}: inertia is not symmetric: {J[i].tolist()}")
         eig = np.linalg.eigvalsh(0.5 * (J[i] + J[i].T))
         if not eig[0] > 0:
             raise ValueError(f"{label}: inertia is not positive definite (eigenvalues {eig})")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -126,8 +127,10 @@ class Model(eqx.Module):
             raise ValueError("Model: ulvc_lengths must be positive")
 
     def check_finite(self) -> None:
-        """Raise ``ValueError`` naming the field and body of a NaN or Inf in the initial state
-        (nothing is checked where the values are traced)."""
+        """Raise ``ValueError`` naming the field and body of a NaN or Inf in the initial state,
+        and the path of one among the parameters (masses, inertias, gravity, force elements,
+        constraint vectors), however they were set (``eqx.tree_at`` included). Nothing is
+        checked where the values are traced."""
         for name in ("r0", "R0", "v0", "omega0"):
             x = concrete(getattr(self, name))
             if x is None:
@@ -136,6 +139,11 @@ class Model(eqx.Module):
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise ValueError(f"Model: {name} of body {self.body_names[i]!r} is not finite: {x[i].tolist()}")
+        for path, leaf in jax.tree_util.tree_flatten_with_path(self)[0]:
+            x = concrete(leaf) if eqx.is_inexact_array(leaf) else None
+            if x is not None and not np.all(np.isfinite(x)):
+                where = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+                raise ValueError(f"Model: model{jax.tree_util.keystr(path)}{list(where) if where else ''} is not finite ({x[where]})")
 
     @property
     def num_bodies(self) -> int:

@@ -140,8 +140,9 @@ class _Failure(eqx.Module):
 
 
 class Solution(eqx.Module):
-    """Saved times ``ts`` (n,) and states (n, nb, ...); unused slots (``SaveAt(steps=True)``
-    with adaptive steps) hold ``inf``. ``result`` is a ``RESULTS`` item."""
+    """Saved times ``ts`` (n,) and states (n, nb, ...); unused slots hold time ``inf``: those of
+    ``SaveAt(steps=True)`` with adaptive steps, and the saves after a failed step (their states
+    are NaN; ``stats.steps`` counts the steps that succeeded). ``result`` is a ``RESULTS`` item."""
 
     ts: Float[Array, " n"]
     states: BodyState
@@ -182,6 +183,24 @@ class Solution(eqx.Module):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+def _explained(sol: Solution, model, t0: float | None) -> str:
+    """The failure message, with what a failed Newton iteration or a failure at the first step
+    usually means: dependent constraint rows are named (``check_independent`` at the initial
+    configuration)."""
+    message = sol.failure_message()
+    if sol.result == RESULTS.newton_failed:
+        message += (" (a step too large for the motion, or a singular iteration matrix: the mechanism locks up "
+                    "there, or its constraint rows are dependent)")  # fmt: skip
+    if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
+        from .io.model_file import check_independent
+
+        try:
+            check_independent(model, t0, jnp.asarray(model.r0), jnp.asarray(model.R0), "the model")
+        except ValueError as err:
+            message += f"; {err}"
+    return message
 
 
 def _concrete_float(x) -> float | None:
@@ -378,23 +397,37 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
     xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
     (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1, n), _sub_chunk(y0))
     obs0 = solver.observe(model, y0)
-    stats = Stats(jnp.asarray(n, jnp.int32), zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
+    failed = failure.step >= 0
+    steps = jnp.where(failed, failure.step, n).astype(jnp.int32)  # the steps that succeeded
+    stats = Stats(steps, zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
     if saveat.steps:
         states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
-        return grid, states, stats, result
-    parts_t, parts_s = [], []
+        return _after_failure(grid, states, jnp.arange(n + 1), steps, failed), stats, result
+    parts_t, parts_s, parts_k = [], [], []
     if saveat.t0:
         parts_t.append(t0[None])
         parts_s.append(jax.tree.map(lambda x: x[None], obs0))
+        parts_k.append(jnp.zeros(1, jnp.int32))
     if saveat.ts is not None:
         all_obs = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
         parts_t.append(jnp.asarray(saveat.ts, grid.dtype))
         parts_s.append(jax.tree.map(lambda x: x[save_index], all_obs))
+        parts_k.append(jnp.asarray(save_index, jnp.int32))
     if saveat.t1:
         parts_t.append(t1[None])
         parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, y1)))
+        parts_k.append(jnp.full(1, n, jnp.int32))
     states = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s)
-    return jnp.concatenate(parts_t), states, stats, result
+    return _after_failure(jnp.concatenate(parts_t), states, jnp.concatenate(parts_k), steps, failed), stats, result
+
+
+def _after_failure(ts, states, index, steps, failed):
+    """``(ts, states)`` with the saves after a failed step marked as unused slots (time ``inf``,
+    states NaN): ``index`` is the steps each save comes after; the first ``steps`` succeeded."""
+    valid = ~failed | (index <= steps)
+    ts = jnp.where(valid, ts, jnp.inf)
+    states = jax.tree.map(lambda x: jnp.where(valid.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.nan), states)
+    return ts, states
 
 
 MAX_STEPS = 2**31 - 1  # step indices are int32
@@ -703,7 +736,7 @@ def simulate(
         n = fractions.shape[0] - 1
         chunk = max(2, math.isqrt(n)) if (checkpoint or progress is not None) and n > 16 else None
         save_every = saveat.steps or saveat.ts is not None
-        ts, states, stats, result = _fixed(
+        (ts, states), stats, result = _fixed(
             model, solver, t0a, t1a, jnp.asarray(fractions, dtype),
             None if save_index is None else jnp.asarray(save_index), saveat, chunk, checkpoint, save_every,
             progress, start,
@@ -714,7 +747,7 @@ def simulate(
         failed = result != RESULTS.successful
         if _concrete_float(failed) is not None:  # eager: one line naming step, time and reason
             if bool(failed):
-                raise SimulationError(Solution(ts, states, stats, result, model.body_names).failure_message())
+                raise SimulationError(_explained(Solution(ts, states, stats, result, model.body_names), model, t0f))
         else:  # traced: every returned array carries the error (eqx.error_if)
             ts, states = result.error_if((ts, states), failed)
     return Solution(ts, states, stats, result, model.body_names)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import difflie as dl
@@ -72,3 +73,66 @@ def test_solver_refuses_a_model_before_compiling():
         dl.simulate(dl.models.slider_crank(), dl.RKMK4(), 0.0, 0.1, 1e-3)
     with pytest.raises(ValueError, match="one body, got 3 bodies"):
         dl.simulate(dl.models.slider_crank(), dl.DQVI(), 0.0, 0.1, 1e-3)
+
+
+def test_saves_after_a_failed_step_are_unused_slots():
+    """With ``throw=False`` the saves after the first failed step hold time ``inf`` and NaN
+    states (as an adaptive run's unused slots), those before it stay, and ``stats.steps``
+    counts the steps that succeeded: the driven four link at h = 0.1 s, too large a step for
+    its motion, fails at its fourth step."""
+    model = dl.models.four_link()
+    sol = dl.simulate(model, dl.BackwardEuler(), 0.0, 1.0, 0.1, saveat=dl.SaveAt(steps=True), throw=False)
+    k = int(sol.stats.failure_step)
+    assert sol.result == dl.RESULTS.newton_failed and int(sol.stats.steps) == k == 3
+    assert np.all(np.isfinite(np.asarray(sol.ts[: k + 1]))) and np.all(np.isinf(np.asarray(sol.ts[k + 1 :])))
+    assert np.all(np.isnan(np.asarray(sol.position[k + 1 :]))) and np.all(np.isfinite(np.asarray(sol.position[: k + 1])))
+    ends = dl.simulate(model, dl.BackwardEuler(), 0.0, 1.0, 0.1, saveat=dl.SaveAt(t0=True, t1=True), throw=False)
+    assert np.isfinite(float(ends.ts[0])) and np.isinf(float(ends.ts[1])) and np.all(np.isnan(np.asarray(ends.position[1])))
+
+
+def test_a_non_finite_parameter_is_named_before_compiling():
+    """A NaN put into a mass, the gravity or a force element after construction (``eqx.tree_at``,
+    as identification does) is refused by ``simulate`` naming its path, before compiling."""
+    model = dl.models.four_link()
+    for where, value, path in [(lambda m: m.bodies.mass, model.bodies.mass.at[1].set(jnp.nan), r"model\.bodies\.mass\[1\]"),
+                               (lambda m: m.gravity, model.gravity.at[2].set(jnp.inf), r"model\.gravity\[2\]")]:  # fmt: skip
+        with pytest.raises(ValueError, match=path + " is not finite"):
+            dl.simulate(eqx.tree_at(where, model, value), dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3)
+
+
+def _four_bar(kinds):
+    """A planar four-bar (cranks 0.3, 0.8, 0.6 m over a 0.7 m ground link, in the x-z plane)
+    whose joints A, B, C, D are revolute about y or, where ``kinds`` says, universal or
+    spherical."""
+    from difflie.constraints import GROUND, revolute_at, spherical_at, universal_at
+
+    A, B, C, D = (np.array(p) for p in ([0, 0, 0], [0.15, 0, 0.2598076211353316], [0.8874252916, 0, 0.5699752347], [0.7, 0, 0]))
+    ends = [(A, B), (B, C), (D, C)]
+    R0 = [np.asarray(dl.SO3.exp(jnp.array([0.0, np.arctan2(*(q - p)[[0, 2]]), 0.0])).as_matrix()) for p, q in ends]
+    bodies = dl.RigidBody(jnp.array([1.0, 2.0, 1.5]), jnp.array([np.diag([0.01, 0.01, 1e-4])] * 3), names=("crank", "coupler", "rocker"))
+    free = dl.Model(bodies, r0=jnp.array([(p + q) / 2 for p, q in ends]), R0=jnp.array(R0))
+    y = (0.0, 1.0, 0.0)
+    make = {"revolute": lambda i, j, P, n: revolute_at(free, i, j, P, y, name=n),
+            "universal": lambda i, j, P, n: universal_at(free, i, j, P, y, np.cross(C - B, y) / np.linalg.norm(np.cross(C - B, y)), name=n),
+            "spherical": lambda i, j, P, n: spherical_at(free, i, j, P, name=n)}  # fmt: skip
+    pairs = [(GROUND, 0, A, "A"), (0, 1, B, "B"), (1, 2, C, "C"), (GROUND, 2, D, "D")]
+    return free, [make[k](*pair) for k, pair in zip(kinds, pairs)]
+
+
+def test_redundant_constraints_are_named():
+    """A planar four-bar on four revolute joints is overconstrained in space (20 rows, 17
+    independent): ``connect`` refuses it naming the joints, and so does ``simulate`` of a model
+    built without ``connect`` (it failed with 'NaN in the state at step 0'); with a universal
+    and a spherical joint (17 rows) it runs."""
+    from difflie.constraints import ConstraintSet, connect
+
+    free, joints = _four_bar(["revolute"] * 4)
+    with pytest.raises(ValueError, match=r"connect: the constraints are redundant: 20 rows, 17 independent .*\['A', 'B', 'C', 'D'\]"):
+        connect(free, joints)
+    built = eqx.tree_at(lambda m: m.constraints, free, ConstraintSet([r for j in joints for r in j], 3), is_leaf=lambda x: x is None)
+    with pytest.raises(dl.SimulationError, match="at step 0 .*the constraints are redundant: 20 rows, 17 independent"):
+        dl.simulate(built, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3)
+    free, joints = _four_bar(["revolute", "universal", "spherical", "revolute"])
+    model = connect(free, joints)
+    assert model.num_constraints == 17
+    assert dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3).result == dl.RESULTS.successful

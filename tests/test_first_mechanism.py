@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -156,6 +157,27 @@ def test_connect_warns_like_the_loader_and_refuses_a_second_call():
     assert record[0].filename == __file__  # points at the caller, not at difflie
     with pytest.raises(ValueError, match="constraints already"):
         connect(model, joints)
+
+
+def test_connect_under_vmap_leaves_the_assembly_to_simulate():
+    """``connect`` inside ``jax.vmap`` over initial rates (traced: it cannot check or move them)
+    gives the runs of ``connect`` called on each: the implicit solver projects the rates at the
+    start as the eager ``connect`` did (the spin about a tilted axis keeps only its hinge part)."""
+    axis = np.array([1.0, 1.0, 0.0])
+    free, *_ = _hinged_box(0.3, axis)
+    joints = revolute_at(free, GROUND, 0, HINGE, axis)
+    spins = jnp.array([[0.0, 0.0, 1.0], [0.5, -0.5, 2.0]])
+
+    def end(w, model_of):
+        model = model_of(eqx.tree_at(lambda m: m.omega0, free, w[None]))
+        return dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.02, 1e-3).position[-1, 0]
+
+    batch = jax.vmap(lambda w: end(w, lambda m: connect(m, joints)))(spins)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the eager connect warns that it projects the rates
+        one = [end(w, lambda m: connect(m, joints)) for w in spins]
+    np.testing.assert_allclose(batch, np.stack(one), atol=1e-12)
+    assert float(jnp.abs(batch[0] - batch[1]).max()) > 1e-4  # the spins differ along the hinge
 
 
 def test_hinged_box_swings_like_a_compound_pendulum():

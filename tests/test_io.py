@@ -317,7 +317,9 @@ def test_bad_key_names_json_path(tmp_path, edits, message):
     ],
 )
 def test_bad_inertia_names_body(tmp_path, inertia, message):
-    with pytest.raises(ValueError, match=message):
+    """A non-physical inertia in a file is a ``ModelFileError`` at the body's JSON path, on one
+    line; given by the caller (``inertia=``), a ``ValueError`` naming the body."""
+    with pytest.raises(ModelFileError, match=r"^\$\.bodies\[1\]: body " + message + r"[^\n]*$"):
         load_model(_write(tmp_path, _native(**{"bodies/1/inertia": inertia})), assemble=False)
     with pytest.raises(ValueError, match=message.replace("upper", "body_1")):  # caller-supplied
         load_model(DATA / "revJoint.mdl", mass=[1.0], inertia=[inertia])

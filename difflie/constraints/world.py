@@ -154,11 +154,16 @@ def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool =
     Assembly is the model loader's: the configuration is moved onto the constraints (with a
     warning stating the residual when it exceeds ``1e-6``) and the velocities are projected onto
     the velocity constraints (with a warning when they change by more than ``1e-6``); a
-    configuration that cannot be assembled raises ``ValueError``.
+    configuration that cannot be assembled, or dependent constraint rows (a planar loop of
+    revolute joints), raise ``ValueError``. Where the initial state is traced (``connect``
+    inside ``jax.vmap`` over initial poses, or ``jax.jit``), nothing is checked or moved here:
+    the implicit solvers assemble the same way at the start of ``simulate``.
     """
     from ..io.model_file import consistent_initial_state
+    from ..xla import concrete
 
     if model.constraints is not None:
         raise ValueError("connect: the model has constraints already; pass all joints in one call")
     model = eqx.tree_at(lambda m: m.constraints, model, ConstraintSet(joints, model.num_bodies), is_leaf=lambda x: x is None)
-    return consistent_initial_state(model, t0, label="connect") if assemble else model
+    traced = any(concrete(x) is None for x in (model.r0, model.R0, model.v0, model.omega0))
+    return consistent_initial_state(model, t0, label="connect") if assemble and not traced else model

@@ -28,6 +28,7 @@ import difflib
 import inspect
 import json
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .. import constraints as C
-from ..body import RigidBody
+from ..body import RigidBody, check_bodies
 from ..constraints.basic import VECTOR_FIELDS
 from ..expr import Expression, ExpressionError
 from ..model import Model
@@ -302,6 +303,7 @@ def load_model(
 
     ids: dict[Any, int] = {}
     names: list[str] = []
+    paths: list[str] = []  # the JSON path of each body
     state = {"r": [], "r_dot": [], "A": [], "omega": []}
     file_mass, file_inertia = [], []
     for k, b in enumerate(bodies_raw):
@@ -320,6 +322,7 @@ def load_model(
             raise ModelFileError(f"{bp}.name: duplicate body name {name!r}")
         ids[bid] = len(names)
         names.append(name)
+        paths.append(bp)
         state["r"].append(_array(_get(b, "r", bp), f"{bp}.r", (3,)))
         state["r_dot"].append(_array(b.get("r_dot", [0, 0, 0]), f"{bp}.r_dot", (3,)))
         state["A"].append(_nearest_rotation(_array(_get(b, "A", bp), f"{bp}.A", (3, 3)), f"{bp}.A"))
@@ -338,6 +341,10 @@ def load_model(
             raise ValueError(f"load_model: body {n!r} has no mass in {path}; pass mass={{{n!r}: ...}} (command line: --mass)")
         if inertias[k] is None:
             raise ValueError(f"load_model: body {n!r} has no inertia in {path}; pass inertia={{{n!r}: ...}} (command line: --inertia)")
+        try:
+            check_bodies(np.asarray([masses[k]]), inertias[k][None], np.zeros((1, 3)), (n,))
+        except ValueError as err:  # its text begins with check_bodies' label of the body
+            raise ModelFileError(f"{paths[k]}: body {n!r}: {str(err).split(': ', 1)[-1]}") from None
 
     drivers = dict(drivers or {})
     angle_drivers = dict(angle_drivers or {})
@@ -455,6 +462,46 @@ def _initial_rows(model: Model, t0) -> Array:
     return model.constraint_residual(t0, model.r0 - jnp.einsum("bij,bj->bi", model.R0, model.bodies.com), model.R0)
 
 
+# Up to this many constraint rows the loader checks them for independence (a dense SVD of G).
+_RANK_CHECK_ROWS = 1200
+
+
+def row_names(model: Model) -> list[str]:
+    """A name for every row of ``model.constraint_residual``: the constraint set's, then the
+    pinned points'."""
+    own = [] if model.constraints is None else list(model.constraints.names)
+    return own + [f"pin of {model.body_names[b]} ({a})" for b in model.pinned for a in "xyz"]
+
+
+def check_independent(model: Model, t0, r, R, label: str) -> None:
+    """``ValueError`` when the constraint rows are dependent at ``(r, R)``: the rank of ``G``
+    (rA, singular values above ``1e-9`` of the largest) is less than its rows. The implicit
+    solvers need independent rows (their saddle-point matrices are singular otherwise); the
+    message names the rows of the dependent combinations (the left null space of ``G``)."""
+    from ..constraints import jacobians as jac
+    from ..constraints.formulations import get_formulation
+
+    m = model.num_constraints
+    if m == 0 or m > _RANK_CHECK_ROWS:
+        return
+    G = np.asarray(jac.jacobian(model, get_formulation("rA"), jnp.asarray(t0, r.dtype), r, R))
+    u, s, _ = np.linalg.svd(G, full_matrices=True)
+    rank = int(np.sum(s > 1e-9 * max(s[0], 1e-300)))
+    if rank == m:
+        return
+    null = u[:, rank:]  # combinations of rows that vanish
+    involved = np.flatnonzero(np.max(np.abs(null), axis=1) > 1e-6)
+    names = row_names(model)
+    joints = list(dict.fromkeys(re.sub(r"_(CD|DP1|DP2|D)(_\w+)?$", "", names[k]) for k in involved))  # a joint's rows: name_KIND[_part]
+    raise ValueError(
+        f"{label}: the constraints are redundant: {m} rows, {rank} independent at t = {float(t0)} "
+        f"({m - rank} dependent); the dependent rows belong to {joints}. The implicit solvers need "
+        "independent rows. A closed loop of revolute joints with parallel axes (a planar four-bar) "
+        "is overconstrained in space: make one of its joints universal and another spherical, or "
+        "give only the rows that are needed"
+    )
+
+
 def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model") -> Model:
     """Assemble the initial configuration and project the velocities (rA), warning on changes."""
     from ..kinematics import assemble, project_velocity
@@ -469,13 +516,18 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     else:
         r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=_ASSEMBLY_TOL)
     if res0 > ASSEMBLY_WARN:
+        worst = row_names(model)[int(np.argmax(np.abs(phi0)))]
+        moved = np.linalg.norm(np.asarray(r) - np.asarray(r0), axis=1)  # of each COM
+        b = int(np.argmax(moved))
         warnings.warn(
-            f"{label}: initial configuration violates the constraints by {res0:.3e}; assembled at "
-            f"t = {t0} ({int(iters)} Gauss-Newton iterations, residual now {float(res):.1e})",
+            f"{label}: initial configuration violates the constraints by {res0:.3e} (row {worst!r}); assembled at "
+            f"t = {t0} ({int(iters)} Gauss-Newton iterations, residual now {float(res):.1e}), moving the COM of "
+            f"body {model.body_names[b]!r} most, by {moved[b]:.3e} m",
             stacklevel=3,
         )
     if not float(res) < 1e-9:
         raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
+    check_independent(model, t0, r, R, label)
     v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
     dv = float(jnp.max(jnp.abs(jnp.concatenate([(v - model.v0).ravel(), (w - model.omega0).ravel()]))))
     if dv > ASSEMBLY_WARN:
