@@ -1,4 +1,5 @@
-"""Invariants and residuals of a solution: energy, momenta, constraint residual.
+"""Invariants and residuals of a solution: energy, momenta, constraint residual, the work of
+drivers and force elements, the constraint rows' multipliers and the joints' reaction forces.
 
 All functions take the saved ``BodyState`` (leading time axis, then
 bodies) of a ``Solution`` and the model it came from.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from .constraints import jacobians as jac
@@ -63,19 +65,10 @@ def constraint_residual(model, ts: Float[Array, " n"], states: BodyState) -> Flo
     return jnp.max(jnp.abs(res), axis=-1)
 
 
-@eager
-def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
-    """Power the constraint forces put into the bodies at each saved state: the drivers' power.
-
-    With the DAE ``E(q, q_dot, a) + G^T lambda = 0`` (``difflie.dae``, rA), the energy obeys
-    ``dE/dt = -lambda^T G q_dot = -lambda^T nu`` with ``nu = -dPhi/dt``: zero for joints that do
-    not depend on time, the work rate of the drivers otherwise. ``lambda`` solves
-    ``[[M, G^T], [G, 0]] [a; lambda] = [-E(q, q_dot, 0); gamma]`` at each state.
-    """
-    if model.num_constraints == 0:
-        return jnp.zeros_like(ts)
+def _per_state(model, ts, states, fn):
+    """``fn(t, r, rot, lambda)`` at every saved state (rA), with the multipliers ``lambda`` of
+    the state: ``[[M, G^T], [G, 0]] [a; lambda] = [-E(q, q_dot, 0); gamma]``."""
     form = get_formulation("rA")
-
     st = jac.saddle_structure(model, form)
 
     def one(t, r, R, v, w):
@@ -87,9 +80,70 @@ def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Arra
 
         gamma = jac.gamma(model, form, t, r, rot, jac.join(v, rate))
         _, lam = jac.solve_saddle(model, form, t, r, rot, E, gamma, st)
-        return -lam @ jac.nu(model, form, t, r, rot)
+        return fn(t, r, rot, lam)
 
     return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)
+
+
+@eager
+def multipliers(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, "n m"]:
+    """The Lagrange multipliers ``lambda`` of the constraint rows (``Model.constraint_names``,
+    in the rA formulation: ``M q_ddot + G^T lambda = Q``) at each saved state, from the
+    equations of motion at that state (an index-3 solver's own multipliers differ from these
+    by its discretisation error)."""
+    if model.num_constraints == 0:
+        return jnp.zeros(ts.shape + (0,), ts.dtype)
+    return _per_state(model, ts, states, lambda t, r, rot, lam: lam)
+
+
+@eager
+def joint_reactions(model, ts: Float[Array, " n"], states: BodyState) -> dict[str, tuple[Float[Array, "n 2 3"], Float[Array, "n 2 3"]]]:
+    """The force and torque each joint's constraint rows exert on its two bodies, by joint
+    name (rows grouped by ``difflie.constraints.joint_name``; pinned points as ``"pin of
+    <body>"``): ``{name: (force, torque)}``, each ``(n_saves, 2, 3)``, index 0 on the joint's
+    first body and 1 on its second (zeros for the ground), world axes, the force at the body's
+    COM and the torque about it. They are ``-G_k^T lambda_k`` (``multipliers``) for the rows
+    ``k`` of the joint: with gravity and the applied forces they make ``m a`` of every body."""
+    if model.num_constraints == 0:
+        return {}
+    from .constraints.joints import joint_name
+
+    names = [joint_name(n) for n in model.constraint_names]
+    groups = list(dict.fromkeys(names))
+    member = jnp.asarray(np.array([[n == g for n in names] for g in groups], dtype=float))
+    bodies = model.row_bodies[[names.index(g) for g in groups]]  # (k, 2)
+    form = get_formulation("rA")
+    nb = model.num_bodies
+
+    def wrenches(t, r, rot, lam):
+        def one(mask):
+            _, q = jac.psi_and_reaction(model, form, t, r, rot, mask.astype(lam.dtype) * lam)
+            f, tau_body = -q[: 3 * nb].reshape(nb, 3), -q[3 * nb :].reshape(nb, 3)
+            return f, mv(rot, tau_body)  # torques to world axes
+
+        f, tau = jax.vmap(one)(member)  # (k, nb, 3)
+        pick = jnp.asarray(np.maximum(bodies, 0))
+        ground = jnp.asarray(bodies < 0)[..., None]
+        take = lambda x: jnp.where(ground, 0.0, jnp.take_along_axis(x, pick[..., None], axis=1))  # noqa: E731
+        return take(f), take(tau)
+
+    f, tau = _per_state(model, ts, states, wrenches)  # (n, k, 2, 3)
+    return {g: (f[:, k], tau[:, k]) for k, g in enumerate(groups)}
+
+
+@eager
+def driver_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array, " n"]:
+    """Power the constraint forces put into the bodies at each saved state: the drivers' power.
+
+    With the DAE ``E(q, q_dot, a) + G^T lambda = 0`` (``difflie.dae``, rA), the energy obeys
+    ``dE/dt = -lambda^T G q_dot = -lambda^T nu`` with ``nu = -dPhi/dt``: zero for joints that do
+    not depend on time, the work rate of the drivers otherwise (``multipliers`` gives
+    ``lambda``).
+    """
+    if model.num_constraints == 0:
+        return jnp.zeros_like(ts)
+    form = get_formulation("rA")
+    return _per_state(model, ts, states, lambda t, r, rot, lam: -lam @ jac.nu(model, form, t, r, rot))
 
 
 def _work(P: Float[Array, " n"], ts: Float[Array, " n"]) -> Float[Array, " n"]:

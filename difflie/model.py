@@ -178,6 +178,13 @@ class Model(eqx.Module):
         return own + 3 * self.pinned.size
 
     @property
+    def constraint_names(self) -> tuple[str, ...]:
+        """A name for every row of ``constraint_residual``: the constraint set's, then the
+        pinned points' (static)."""
+        own = () if self.constraints is None else tuple(self.constraints.names)
+        return own + tuple(f"pin of {self.body_names[b]} ({a})" for b in self.pinned for a in "xyz")
+
+    @property
     def row_bodies(self) -> np.ndarray:
         """``(m, 2)`` bodies ``(i, j)`` of each row of ``constraint_residual`` (ground: -1;
         static)."""

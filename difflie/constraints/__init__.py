@@ -16,6 +16,7 @@ from .constraint_set import ConstraintSet as ConstraintSet
 from .joints import (
     cylindrical as cylindrical,
     fixed as fixed,
+    joint_name as joint_name,
     perpendicular1 as perpendicular1,
     perpendicular2 as perpendicular2,
     perpendicular_pair as perpendicular_pair,

@@ -17,6 +17,8 @@ vectors are in body axes; body ``-1`` (``GROUND``) is the fixed world frame.
 
 from __future__ import annotations
 
+import re
+
 import jax.numpy as jnp
 from jaxtyping import Array
 
@@ -38,6 +40,15 @@ def perpendicular_pair(axis) -> tuple[Array, Array]:
 
 def _name(name: str, part: str) -> str:
     return f"{name}_{part}" if name else ""
+
+
+_PART = re.compile(r"_(CD|DP1|DP2|D)(_\w+)?$")
+
+
+def joint_name(row: str) -> str:
+    """The joint a constraint row belongs to: the row's name without the ``_KIND[_part]`` the
+    joint functions append (``"hinge_CD_x"`` -> ``"hinge"``); other rows keep their name."""
+    return _PART.sub("", row)
 
 
 def spherical(body_i: int, s_i, body_j: int, s_j, name: str = "") -> list[BasicConstraint]:

@@ -28,7 +28,6 @@ import difflib
 import inspect
 import json
 import os
-import re
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -41,6 +40,7 @@ from jaxtyping import Array
 from .. import constraints as C
 from ..body import RigidBody, check_bodies
 from ..constraints.basic import VECTOR_FIELDS
+from ..constraints.joints import joint_name
 from ..expr import Expression, ExpressionError
 from ..model import Model
 from ..xla import eager
@@ -466,13 +466,6 @@ def _initial_rows(model: Model, t0) -> Array:
 _RANK_CHECK_ROWS = 1200
 
 
-def row_names(model: Model) -> list[str]:
-    """A name for every row of ``model.constraint_residual``: the constraint set's, then the
-    pinned points'."""
-    own = [] if model.constraints is None else list(model.constraints.names)
-    return own + [f"pin of {model.body_names[b]} ({a})" for b in model.pinned for a in "xyz"]
-
-
 def check_independent(model: Model, t0, r, R, label: str) -> None:
     """``ValueError`` when the constraint rows are dependent at ``(r, R)``: the rank of ``G``
     (rA, singular values above ``1e-9`` of the largest) is less than its rows. The implicit
@@ -491,8 +484,8 @@ def check_independent(model: Model, t0, r, R, label: str) -> None:
         return
     null = u[:, rank:]  # combinations of rows that vanish
     involved = np.flatnonzero(np.max(np.abs(null), axis=1) > 1e-6)
-    names = row_names(model)
-    joints = list(dict.fromkeys(re.sub(r"_(CD|DP1|DP2|D)(_\w+)?$", "", names[k]) for k in involved))  # a joint's rows: name_KIND[_part]
+    names = model.constraint_names
+    joints = list(dict.fromkeys(joint_name(names[k]) for k in involved))
     raise ValueError(
         f"{label}: the constraints are redundant: {m} rows, {rank} independent at t = {float(t0)} "
         f"({m - rank} dependent); the dependent rows belong to {joints}. The implicit solvers need "
@@ -516,7 +509,7 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     else:
         r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=_ASSEMBLY_TOL)
     if res0 > ASSEMBLY_WARN:
-        worst = row_names(model)[int(np.argmax(np.abs(phi0)))]
+        worst = model.constraint_names[int(np.argmax(np.abs(phi0)))]
         moved = np.linalg.norm(np.asarray(r) - np.asarray(r0), axis=1)  # of each COM
         b = int(np.argmax(moved))
         warnings.warn(
