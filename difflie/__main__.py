@@ -119,13 +119,23 @@ def make_solver(args, model):
         raise CliError(f"unknown solver {name!r}; choose one of {', '.join(SOLVERS)}")
     if args.formulation is not None and name != "backward-euler":
         raise CliError("--formulation applies to --solver backward-euler only")
+    if args.rho_inf is not None and name != "gen-alpha":
+        raise CliError("--rho-inf applies to --solver gen-alpha only")
+    implicit = {k: v for k, v in (("newton", args.newton), ("max_iterations", args.max_iterations)) if v is not None}
+    if implicit and name not in ("gen-alpha", "backward-euler"):
+        raise CliError(f"{', '.join('--' + k.replace('_', '-') for k in implicit)}: for the implicit solvers "
+                       "(gen-alpha, backward-euler) only")  # fmt: skip
+    if implicit.get("newton") == "auto" and name == "backward-euler":
+        raise CliError("--newton auto is gen-alpha's; backward-euler takes full or modified")
     controller = dl.ConstantStepSize()
     solver = default_solvers()[name]
     if name == "dopri5":
         rtol = 1e-6 if args.rtol is None else args.rtol
         controller = dl.PIDController(rtol=rtol, atol=rtol if args.atol is None else args.atol)
     elif name == "backward-euler":
-        solver = dl.BackwardEuler(formulation=args.formulation or "rA")
+        solver = dl.BackwardEuler(formulation=args.formulation or "rA", **implicit)
+    elif name == "gen-alpha":
+        solver = dl.GeneralizedAlpha(rho_inf=0.9 if args.rho_inf is None else args.rho_inf, **implicit)
     try:
         solver.check_model(model)  # the solver's own rule, before anything is compiled
     except ValueError as e:
@@ -484,6 +494,14 @@ def parser() -> argparse.ArgumentParser:
                    help=f"integrator (see `list`; default: {CONSTRAINED_SOLVER} for a model with constraints: joints, "
                         f"drivers; {FREE_SOLVER} for one without: free bodies, a pinned top)")  # fmt: skip
     s.add_argument("--formulation", choices=["rA", "rp", "re"], help="rotation coordinates of backward-euler (default: rA)")
+    s.add_argument("--rho-inf", type=spectral_radius, metavar="R",
+                   help="gen-alpha's spectral radius at infinity, in [0, 1): near 1 damps the least, 0 the most (default: 0.9)")
+    s.add_argument("--newton", choices=["auto", "full", "modified"],
+                   help="Newton of the implicit solvers: a fresh iteration matrix every iteration (full) or kept while it "
+                        "contracts (modified); auto, gen-alpha's default, is full for one body and modified for more "
+                        "(backward-euler's default: modified)")  # fmt: skip
+    s.add_argument("--max-iterations", type=positive_int, metavar="N",
+                   help="Newton iterations per step before a step fails (default: 25 for gen-alpha, 20 for backward-euler)")
     s.add_argument("--dt", type=float, help="step size, the initial one for dopri5 (default: 1e-3)")
     s.add_argument("--t1", type=float, default=1.0, help="end time in seconds (default: %(default)g)")
     s.add_argument("--rtol", type=float, help="relative tolerance of dopri5 (default: 1e-6)")
@@ -522,6 +540,28 @@ def parser() -> argparse.ArgumentParser:
                    help="progress bar on stderr (default: when stderr is a terminal)")  # fmt: skip
     sub.add_parser("list", help="list built-in models and solvers")
     return p
+
+
+def spectral_radius(text: str) -> float:
+    """``--rho-inf``: a number in [0, 1) (index 3 needs ``rho_inf < 1``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """``--max-iterations``: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def inertia(text: str) -> list[float]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import difflie as dl
-from difflie.__main__ import main
+from difflie.__main__ import CliError, main
 
 PENDULUM = {
     "name": "pendulum",
@@ -576,3 +576,29 @@ def test_help_names_the_robot_options(capsys):
                  "--joint-torques NAME=EXPR[,...]", "--lock NAME[,...]", "--floating-base, --no-floating-base",
                  "a comma inside parentheses belongs to an expression"):  # fmt: skip
         assert item in text, item
+
+
+def test_implicit_solver_options_reach_the_solver():
+    """``--rho-inf``, ``--newton`` and ``--max-iterations`` build the implicit solver the run
+    uses; given to a solver they do not fit, or out of range, they are one-line errors."""
+    import difflie as dl
+    from difflie.__main__ import make_solver, parser
+
+    model = dl.models.single_pendulum()
+
+    def solver(*argv):
+        return make_solver(parser().parse_args(["simulate", "single-pendulum", *argv]), model)[1]
+
+    ga = solver("--rho-inf", "0.5", "--newton", "full", "--max-iterations", "7")
+    assert (ga.rho_inf, ga.newton, ga.max_iterations) == (0.5, "full", 7)
+    be = solver("--solver", "backward-euler", "--newton", "full", "--max-iterations", "3")
+    assert (be.newton, be.max_iterations, be.formulation) == ("full", 3, "rA")
+    assert solver() == dl.GeneralizedAlpha(rho_inf=0.9)
+    for argv, message in [(("--solver", "backward-euler", "--rho-inf", "0.5"), "--rho-inf applies to --solver gen-alpha only"),
+                          (("--solver", "backward-euler", "--newton", "auto"), "--newton auto is gen-alpha's"),
+                          (("--solver", "rkmk4", "--max-iterations", "3"), "--max-iterations: for the implicit solvers")]:  # fmt: skip
+        with pytest.raises(CliError, match=message):
+            solver(*argv)
+    for argv, message in [(("--rho-inf", "1"), "expected a number in \\[0, 1\\)"), (("--max-iterations", "0"), "at least 1")]:
+        proc = _cli("single-pendulum", *argv)
+        assert proc.returncode == 2 and message.replace("\\", "") in proc.stderr, proc.stderr
