@@ -3,7 +3,8 @@ convergence and work-precision diagrams, one 3D frame of the bodies and their an
 a notebook, GIF/MP4 on disk).
 
 Every axis carries its unit (SI); legends sit outside the data, to the right of the axes, in
-columns of at most 12 entries; an axes with more than 36 lines has a note instead of a legend.
+columns of at most 12 entries (inside, on axes you give from a figure without a layout
+engine); an axes with more than 36 lines has a note instead of a legend.
 """
 
 from __future__ import annotations
@@ -52,13 +53,17 @@ _LEGEND_ROWS, _LEGEND_COLUMNS = 12, 3  # a taller legend would not fit a 4-inch 
 
 def _legend_outside(ax, **kwargs):
     """The legend right of the axes, in columns of at most ``_LEGEND_ROWS`` entries; beyond
-    ``_LEGEND_COLUMNS`` columns, a note in the title instead."""
+    ``_LEGEND_COLUMNS`` columns, a note in the title instead; inside the axes where their figure
+    has no layout engine (``layout="constrained"``) to make room for it."""
     n = len(ax.get_legend_handles_labels()[1])
     if n > _LEGEND_ROWS * _LEGEND_COLUMNS:
         ax.set_title(f"{n} lines, too many for a legend", fontsize="small")
         return
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small",
-              ncols=max(1, math.ceil(n / _LEGEND_ROWS)), **kwargs)  # fmt: skip
+    columns = max(1, math.ceil(n / _LEGEND_ROWS))
+    if ax.figure.get_layout_engine() is None:  # your own figure, which would not make room outside
+        ax.legend(loc="best", fontsize="small", ncols=columns, **kwargs)
+        return
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small", ncols=columns, **kwargs)
 
 
 def _valid(sol):

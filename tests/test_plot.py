@@ -127,6 +127,14 @@ def test_work_of_joint_torques_and_damping_balances_the_energy():
     assert float(summary.split("balance ")[1].split()[0]) == pytest.approx(balance, rel=0.05)
     labels = [t.get_text() for t in plot.energy(sol, model).get_legend().get_texts()]
     assert labels == ["drift E - E0 - W", "work W (drivers, forces)"]
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))  # your own figure, no layout engine: the legend goes inside
+    plot.energy(sol, model, ax=ax)
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert fig.bbox.x0 <= legend.x0 and legend.x1 <= fig.bbox.x1 and fig.bbox.y0 <= legend.y0 and legend.y1 <= fig.bbox.y1
+    plt.close(fig)
 
 
 def test_inertia_box_has_the_inertia():
