@@ -170,11 +170,9 @@ def force_power(model, ts: Float[Array, " n"], states: BodyState) -> Float[Array
         return jnp.zeros_like(ts)
 
     def one(t, r, R, v, w):
-        P = jnp.zeros((), r.dtype)
-        for element in model.forces:
-            f, tau = element(t, r, R, v, w)
-            P = P + jnp.sum(f * v) + jnp.sum(tau * w)
-        return P
+        f, tau = model.applied_forces(t, r, R, v, w)
+        f = f - model.bodies.mass[:, None] * model.gravity  # gravity's is in the potential energy
+        return jnp.sum(f * v) + jnp.sum(tau * w)
 
     return jax.vmap(one)(ts, states.position, states.rotation, states.velocity, states.angular_velocity)
 

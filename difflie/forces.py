@@ -270,21 +270,21 @@ class JointForce(AbstractForce):
         return self._kinematics(r, R, rdot, omega)[-1]
 
     def __call__(self, t, r, R, rdot, omega):
-        kinematics = self._kinematics(r, R, rdot, omega)
-        u = -self.damping.astype(r.dtype) * kinematics[-1]
-        if self.torque is not None:
-            u = u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, r.dtype), u.shape)
-        return self._wrench(u, r, R, kinematics)
+        def own(qdot):
+            u = -self.damping.astype(r.dtype) * qdot
+            if self.torque is None:
+                return u
+            return u + jnp.broadcast_to(jnp.asarray(self.torque(t) if callable(self.torque) else self.torque, r.dtype), u.shape)
 
-    def apply(self, u: Float[Array, " nj"], r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
-        """The wrenches of joint torques (forces) ``u`` alone, without this element's own
-        torque and damping."""
-        return self._wrench(jnp.asarray(u, r.dtype), r, R, self._kinematics(r, R, rdot, omega))
+        return self.apply(own, r, R, rdot, omega)
 
-    def _wrench(self, u, r, R, kinematics):
+    def apply(self, law: Callable[[Array], Array], r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
+        """The wrenches of the joint torques (forces) ``u = law(q_dot)`` of the joint rates:
+        this element's own (``__call__``), or another law on its joints (``JointFeedback``)."""
         nb = r.shape[0]
         dtype = r.dtype
-        p, chi, R_ext, a, s, lever_p, _ = kinematics
+        p, chi, R_ext, a, s, lever_p, qdot = self._kinematics(r, R, rdot, omega)
+        u = jnp.asarray(law(qdot), dtype)
         pri = np.asarray(self.prismatic)[:, None]
         T = jnp.where(pri, 0.0, u[:, None] * a)  # couple on the child (world)
         tau_c, tau_p = mtv(R[chi], T), -mtv(R_ext[p], T)

@@ -267,9 +267,8 @@ class JointFeedback(AbstractForce):
         return self.joint.coupling()
 
     def __call__(self, t, r, R, rdot, omega):
-        state = BodyState(r, R, rdot, omega)
-        q, qd = _coordinates(self.space, self.com, state), _rates(self.space, self.com, state)
-        return self.joint.apply(self.law(t, q, qd), r, R, rdot, omega)
+        q = _coordinates(self.space, self.com, BodyState(r, R, rdot, omega))
+        return self.joint.apply(lambda qd: self.law(t, q, qd), r, R, rdot, omega)  # qd: the joint's rates
 
 
 def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None):

@@ -466,22 +466,23 @@ def _initial_rows(model: Model, t0) -> Array:
 _RANK_CHECK_ROWS = 1200
 
 
-def check_independent(model: Model, t0, r, R, label: str) -> None:
+def check_independent(model: Model, t0, r, R, label: str) -> Array | None:
     """``ValueError`` when the constraint rows are dependent at ``(r, R)``: the rank of ``G``
     (rA, singular values above ``1e-9`` of the largest) is less than its rows. The implicit
     solvers need independent rows (their saddle-point matrices are singular otherwise); the
-    message names the rows of the dependent combinations (the left null space of ``G``)."""
+    message names the rows of the dependent combinations (the left null space of ``G``).
+    Returns the dense ``G`` it checked (``None`` without rows or above ``_RANK_CHECK_ROWS``)."""
     from ..constraints import jacobians as jac
     from ..constraints.formulations import get_formulation
 
     m = model.num_constraints
     if m == 0 or m > _RANK_CHECK_ROWS:
-        return
-    G = np.asarray(jac.jacobian(model, get_formulation("rA"), jnp.asarray(t0, r.dtype), r, R))
-    u, s, _ = np.linalg.svd(G, full_matrices=True)
+        return None
+    G = jac.jacobian(model, get_formulation("rA"), jnp.asarray(t0, r.dtype), r, R)
+    u, s, _ = np.linalg.svd(np.asarray(G), full_matrices=True)
     rank = int(np.sum(s > 1e-9 * max(s[0], 1e-300)))
     if rank == m:
-        return
+        return G
     null = u[:, rank:]  # combinations of rows that vanish
     involved = np.flatnonzero(np.max(np.abs(null), axis=1) > 1e-6)
     names = model.constraint_names
@@ -520,8 +521,8 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
         )
     if not float(res) < 1e-9:
         raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
-    check_independent(model, t0, r, R, label)
-    v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0))
+    G = check_independent(model, t0, r, R, label)
+    v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0), G=G)
     dv = float(jnp.max(jnp.abs(jnp.concatenate([(v - model.v0).ravel(), (w - model.omega0).ravel()]))))
     if dv > ASSEMBLY_WARN:
         warnings.warn(f"{label}: initial velocities inconsistent by {dv:.3e}; projected onto the velocity constraints", stacklevel=3)

@@ -34,7 +34,6 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -555,32 +554,26 @@ def load_robot(
     return model
 
 
-def _signal(fn, what: str, shape: tuple[int, ...]):
-    """``fn`` as a pytree-safe function of ``t``, its value's shape checked now (abstractly, by
-    ``jax.eval_shape``): a wrong shape or a failing function is an error of ``load_model``, not
-    of a later ``simulate``."""
+def _checked(fn, what: str, shape: tuple[int, ...], nj: int | None = None, per: str = ""):
+    """``fn`` of ``t`` (or, with ``nj``, of ``(t, q, qd)``) as a pytree-safe function, its
+    value's shape checked now (abstractly, by ``jax.eval_shape``): a wrong shape or a failing
+    function is an error of ``load_model``, not of a later ``simulate``."""
     fn = C.basic.as_driver(fn)
+    args, at = ((jnp.zeros(()),), "t = 0") if nj is None else ((jnp.zeros(()), jnp.zeros((nj,)), jnp.zeros((nj,))), "t = 0, q = qd = 0")
     try:
-        out = jax.eval_shape(lambda t: jnp.asarray(fn(t)), jnp.zeros(()))
+        out = jax.eval_shape(lambda *a: jnp.asarray(fn(*a)), *args)
     except Exception as err:  # noqa: BLE001 - the user's function, whatever it raises
-        raise ValueError(f"load_model: {what} fails at t = 0: {_one_line(err) or type(err).__name__}") from None
+        raise ValueError(f"load_model: {what} fails at {at}: {_one_line(err) or type(err).__name__}") from None
     if out.shape != shape:
-        raise ValueError(f"load_model: {what} must return shape {shape}, got {out.shape}")
+        raise ValueError(f"load_model: {what} must return shape {shape}{per}, got {out.shape}")
     return fn
 
 
 def _feedback_law(law, nj: int):
-    """``law(t, q, qd) -> (nj,)``, its shape checked now (abstractly)."""
+    """``law(t, q, qd) -> (nj,)``, its shape checked now."""
     if not callable(law):
         raise ValueError(f"load_model: joint_feedback must be a function (t, q, qd) -> (n_joints,), got {type(law).__name__}")
-    zeros = jnp.zeros((nj,))
-    try:
-        out = jax.eval_shape(lambda t, q, qd: jnp.asarray(law(t, q, qd)), jnp.zeros(()), zeros, zeros)
-    except Exception as err:  # noqa: BLE001 - the user's function, whatever it raises
-        raise ValueError(f"load_model: joint_feedback fails at t = 0, q = qd = 0: {_one_line(err) or type(err).__name__}") from None
-    if out.shape != (nj,):
-        raise ValueError(f"load_model: joint_feedback must return shape ({nj},) (one torque per joint), got {out.shape}")
-    return law if isinstance(law, eqx.Module) else C.basic.Driver(law)
+    return _checked(law, "joint_feedback", (nj,), nj, per=" (one torque per joint)")
 
 
 def _torques(value, joints: list[str], locked: list[str]):
@@ -589,7 +582,7 @@ def _torques(value, joints: list[str], locked: list[str]):
     if value is None:
         return None
     if callable(value) and not isinstance(value, Mapping):
-        return _signal(value, "joint_torques (one function of t for all joints)", (len(joints),))
+        return _checked(value, "joint_torques (one function of t for all joints)", (len(joints),))
     if not isinstance(value, Mapping):
         raise ValueError(
             "load_model: joint_torques must be {joint name: number, expression of t or function of t} or one "
@@ -610,7 +603,7 @@ def _torques(value, joints: list[str], locked: list[str]):
             except ExpressionError as err:
                 raise ValueError(f"load_model: {what}: {err}") from None
         if callable(u):
-            functions.append(_signal(u, what, ()))
+            functions.append(_checked(u, what, ()))
             index.append(k)
         else:
             try:
