@@ -166,8 +166,7 @@ def g1():
     amplitude = 2.0 / np.diag(pd.Minv)[6:]
     return dict(name="G1", model=g1_model(path, names, amplitude), pm=pm, q0=q0, v0=v0, amplitude=amplitude,
                 omega=omega, phase=phase, damping=np.zeros(pm.nv), lie=True, fixed=7,
-                tuned=dl.GeneralizedAlpha(newton="modified", block_size=24),
-                tuned_name='GeneralizedAlpha(newton="modified", block_size=24)')  # fmt: skip
+                tuned=dl.GeneralizedAlpha(newton="modified"), tuned_name='GeneralizedAlpha(newton="modified")')
 
 
 # -- Pinocchio --------------------------------------------------------------------------------

@@ -6,8 +6,9 @@
 
 Models (:mod:`difflie.models.mechanisms`): ``chain`` (rods on spherical joints hanging from the
 ground, released from the horizontal), ``revolute`` (the same on revolute joints about world
-y), ``spider`` (a tree: a hub and four arms), ``ladder`` (a row of closed spatial four-bar
-loops, three bodies per loop); h = 1e-3, rho_inf = 0.9, float64. For each size:
+y), ``spider`` (a tree: a hub and four arms), ``star`` (a wide tree: a hub and ``(N - 1) / 4``
+arms of four bodies), ``ladder`` (a row of closed spatial four-bar loops, three bodies per
+loop); h = 1e-3, rho_inf = 0.9, float64. For each size:
 
 - difflie: ``GeneralizedAlpha()`` with full Newton (``ga``: a fresh iteration matrix every
   iteration) and with modified Newton (``ga-mod``: kept matrices, as Exudyn does by default;
@@ -47,6 +48,7 @@ MODELS = {
     "chain": lambda n: chain(n),
     "revolute": lambda n: chain(n, joint="revolute"),
     "spider": lambda n: spider(max(n, 2)),
+    "star": lambda n: spider(max(n, 2), arms=max(1, (n - 1) // 4)),
     "ladder": lambda n: ladder(max(1, n // 3)),
 }
 SOLVERS = {

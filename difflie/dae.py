@@ -58,7 +58,7 @@ def consistent_state(
     if model.num_constraints:
         r, rot, _, _ = assemble(model, t0, form, r, rot, block_size=block_size)
     # Dense systems share one Jacobian (one program fewer to compile).
-    G = jac.jacobian(model, form, t0, r, rot) if st.num_blocks == 1 else None
+    G = jac.jacobian(model, form, t0, r, rot) if st.is_dense else None
     if jac.psi(model, form, t0, r, rot).shape[0]:
         v, rate = project_velocity(model, t0, form, r, rot, v, rate, st, G)
     gam = jac.gamma(model, form, t0, r, rot, jac.join(v, rate))

@@ -125,7 +125,7 @@ def project_velocity(model, t, formulation, r, rot, rdot, rate, st: sparsity.Spa
     form = get_formulation(formulation) if isinstance(formulation, str) else formulation
     st = jac.saddle_structure(model, form) if st is None else st
     qdot, nu = jac.join(rdot, rate), jac.nu(model, form, t, r, rot)
-    if st.num_blocks == 1:  # dense: the least-norm correction factors G G^T, smaller than the saddle matrix
+    if st.is_dense:  # dense: the least-norm correction factors G G^T, smaller than the saddle matrix
         G = jac.jacobian(model, form, t, r, rot) if G is None else G
         qdot = qdot - jac.least_norm(G, G @ qdot - nu)
     else:

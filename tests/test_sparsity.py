@@ -45,7 +45,7 @@ def test_blocks_solve_like_a_dense_matrix(block_size):
     rows = np.array([[-1, 0], [0, 1], [1, 2], [0, 3], [3, 4], [2, 4], [4, 5], [-1, 5]])  # body 6: free
     st, A, leaves = _random_system(rng, 7, 2, rows, block_size)
     if block_size == 5:
-        assert st.num_blocks > 3 and st.num_seeds < st.n  # levels and compression in use
+        assert st.num_levels * st.width > 3 and st.num_seeds < st.n  # groups and compression in use
     x = rng.normal(size=st.n)
     b = rng.normal(size=st.n)
     parts = (jnp.asarray(x[: leaves[0]]), jnp.asarray(x[leaves[0] :]))
@@ -57,20 +57,45 @@ def test_blocks_solve_like_a_dense_matrix(block_size):
     np.testing.assert_allclose(g, np.linalg.solve(A.T, b), atol=1e-12)
 
 
+def test_wide_levels_solve_like_a_dense_matrix():
+    """A hub with 20 arms of two bodies (levels of 20 groups, past the product that sums a
+    narrow level's fill into its parents): solves and values as NumPy's."""
+    rng = np.random.default_rng(5)
+    arms = np.arange(1, 21)
+    rows = np.concatenate([[[-1, 0]], np.stack([0 * arms, arms], 1), np.stack([arms, arms + 20], 1)])
+    st, A, leaves = _random_system(rng, 41, 2, rows, 3)  # 3: no merges along the arms
+    assert (st.num_levels, st.width) == (3, 20) and st.width > linear._ONE_HOT_WIDTH
+    b = rng.normal(size=st.n)
+    zero = (jnp.zeros(leaves[0]), jnp.zeros(leaves[1]))
+    _, factors = st.value_and_factors(lambda p: jnp.asarray(A) @ jnp.concatenate(p), zero)
+    for indexed in (False, True):
+        np.testing.assert_allclose(st.solve(factors, jnp.asarray(b), indexed), np.linalg.solve(A, b), atol=1e-12)
+
+
 def test_chain_is_block_tridiagonal_with_few_seeds():
     """A chain of 64 bodies: one body per level, three colours: 27 derivative passes build the
     576 x 576 generalized-alpha matrix, in 64 blocks of 9 unknowns (one body and its joint's
-    rows; with ``block_size=48``, five levels to a block)."""
+    rows; with ``block_size=48``, five bodies to a block)."""
     st = dl.GeneralizedAlpha().structure(chain(64))
     assert st.n == 64 * 9 and st.num_seeds == 27
-    assert st.block_size == 9 and st.num_blocks == 64
+    assert (st.num_levels, st.width, st.block_size) == (64, 1, 9)
     st = dl.GeneralizedAlpha(block_size=48).structure(chain(64))
-    assert st.block_size == 45 and st.num_blocks == 13
+    assert (st.num_levels, st.width, st.block_size) == (13, 1, 45)
+
+
+def test_a_tree_keeps_one_body_to_a_block_however_wide():
+    """A hub with 16 arms of 4 bodies: 16 groups of one body (9 unknowns) in each of four
+    levels below the hub, each tied to its parent in the level above: the elimination runs from
+    the arms' tips to the hub (Baraff 1996), never on a level's 144 unknowns at once."""
+    st = dl.GeneralizedAlpha().structure(spider(65, arms=16))
+    assert (st.num_levels, st.width, st.block_size) == (5, 16, 9)
+    assert (st.parent[0] == 16).all() and (st.parent[1] == 0).all()  # the hub: a root; arms hang from it
+    np.testing.assert_array_equal(st.parent[2:], np.broadcast_to(np.arange(16), (3, 16)))
 
 
 def test_rp_normalisation_rows_stay_with_their_bodies():
     st = dl.BackwardEuler(formulation="rp").structure(chain(16))
-    assert st.num_blocks > 1
+    assert (st.num_levels, st.width, st.block_size) == (16, 1, 11)  # 3 + 4 + 3 joint rows + 1 norm row
 
 
 DATA = Path(__file__).parent / "data"
@@ -81,10 +106,10 @@ def _final(solver, model, steps):
     return np.asarray(run(model))
 
 
-@pytest.mark.parametrize("name, model, steps", [("spider17", spider(17), 20), ("ladder4", ladder(4), 20)])
+@pytest.mark.parametrize("name, model, steps", [("spider25", spider(25, arms=8), 20), ("ladder4", ladder(4), 20)])
 def test_generalized_alpha_blocks_match_dense(name, model, steps):
-    """The block step follows the dense step's trajectory to 1e-10 on a tree (a hub with four
-    arms) and on a row of closed four-bar loops."""
+    """The block step follows the dense step's trajectory to 1e-10 on a tree (a hub with eight
+    arms of three bodies: levels of eight groups) and on a row of closed four-bar loops."""
     dense = _final(dl.GeneralizedAlpha(block_size=None), model, steps)
     blocks = _final(dl.GeneralizedAlpha(), model, steps)
     assert np.abs(dense - model.r0).max() > 1e-3  # it moved
@@ -149,10 +174,10 @@ def test_float32_blocks_run():
 
 def test_blocks_of_a_dense_structure_are_one_matrix():
     st = sparsity.dense((3, 2))
-    assert st.num_blocks == 1 and st.block_size == 5
+    assert st.is_dense and st.block_size == 5
     rng = np.random.default_rng(1)
     A = rng.normal(size=(5, 5)) + 5 * np.eye(5)
-    factors = linear.factor_blocks(st.blocks(jnp.asarray(A)))
+    factors = st.factor(st.blocks(jnp.asarray(A)))
     b = rng.normal(size=5)
     np.testing.assert_allclose(st.solve(factors, jnp.asarray(b)), np.linalg.solve(A, b), atol=1e-13)
 
@@ -170,7 +195,7 @@ def test_assembly_in_blocks_matches_the_dense_steps(monkeypatch):
     monkeypatch.setattr(jac, "DENSE_SADDLE_LIMIT", 0)
     for model, name in ((ladder(3), "rp"), (spider(6), "rA")):
         form = get_formulation(name)
-        assert jac.saddle_structure(model, form).num_blocks > 1
+        assert not jac.saddle_structure(model, form).is_dense
         r0, R0, _, _ = model.initial_state()
         r0 = r0 + 0.01 * np.sin(np.arange(r0.size)).reshape(r0.shape)
         rot0 = form.from_rotation(R0)
@@ -197,7 +222,7 @@ def test_start_above_the_dense_limit_matches_the_dense_start():
     from difflie.constraints.formulations import get_formulation
 
     model, form = chain(360), get_formulation("rA")
-    assert jac.saddle_structure(model, form).num_blocks > 1
+    assert not jac.saddle_structure(model, form).is_dense
     r0 = np.asarray(model.r0)
     model = eqx.tree_at(lambda m: m.r0, model, jnp.asarray(r0 + 1e-3 * np.sin(np.arange(r0.size)).reshape(r0.shape)))
     start = jax.jit(dae.consistent_state, static_argnums=(1, 3))
@@ -219,7 +244,7 @@ def test_saddle_point_systems_in_blocks_match_numpy():
 
     model, form = ladder(3), get_formulation("rp")
     st = jac.structure(model, form, 16)
-    assert st.num_blocks > 1
+    assert not st.is_dense
 
     @jax.jit
     def solve(model):
@@ -251,31 +276,36 @@ def test_saddle_point_systems_in_blocks_match_numpy():
 
 
 def test_indexed_block_solve_matches_the_scan_alone_and_in_a_batch():
-    """``solve_blocks(..., indexed=True)`` (the form for a batch) solves a block-tridiagonal
-    system as the scan does, for one system and under ``vmap``, and both match NumPy;
-    ``indexed=None`` scans alone and indexes the factors under a ``vmap`` of them, not of the
-    right-hand side only."""
+    """``solve_blocks(..., indexed=True)`` (the form for a batch) solves a system in blocks
+    along a forest (two roots; groups of the level below on either) as the scan does, for one
+    system and under ``vmap``, and both match NumPy; ``indexed=None`` scans alone and indexes
+    the factors under a ``vmap`` of them, not of the right-hand side only."""
     rng = np.random.default_rng(3)
-    K, B, n = 5, 4, 3
+    parent = np.array([[2, 2], [0, 0], [1, 0], [1, 1]])  # level 0: two roots; (3, 1) below a pad
+    K, W, B, n = *parent.shape, 4, 3
 
     def matrix():
-        A = np.zeros((K * B, K * B))
+        A = np.zeros((K, W, B, K, W, B))
         for k in range(K):
-            A[k * B:(k + 1) * B, k * B:(k + 1) * B] = rng.normal(size=(B, B)) + 6 * np.eye(B)
-            if k:
-                A[k * B:(k + 1) * B, (k - 1) * B:k * B] = rng.normal(size=(B, B))
-                A[(k - 1) * B:k * B, k * B:(k + 1) * B] = rng.normal(size=(B, B))
-        return A
+            for w in range(W):
+                A[k, w, :, k, w] = rng.normal(size=(B, B)) + 6 * np.eye(B)
+                if k and parent[k, w] < W:
+                    A[k, w, :, k - 1, parent[k, w]] = rng.normal(size=(B, B))
+                    A[k - 1, parent[k, w], :, k, w] = rng.normal(size=(B, B))
+        return A.reshape(K * W * B, K * W * B)
 
     mats = np.stack([matrix() for _ in range(n)])
-    bs = rng.normal(size=(n, K * B))
+    bs = rng.normal(size=(n, K * W * B))
 
     def solve(A, b, indexed):
-        blk = A.reshape(K, B, K, B).transpose(0, 2, 1, 3)
-        ks = jnp.arange(K)
-        blocks = linear.Blocks(blk[ks, ks], jnp.where((ks > 0)[:, None, None], blk[ks, ks - 1], 0.0),
-                               jnp.where((ks < K - 1)[:, None, None], blk[ks, (ks + 1) % K], 0.0))  # fmt: skip
-        return linear.solve_blocks(linear.factor_blocks(blocks), b.reshape(K, B), indexed).reshape(-1)
+        blk = A.reshape(K, W, B, K, W, B)
+        ks, ws = np.arange(K)[:, None], np.arange(W)[None]
+        above = np.maximum(ks - 1, 0), np.minimum(parent, W - 1)
+        root = jnp.asarray(parent == W)[..., None, None]
+        blocks = linear.Blocks(blk[ks, ws, :, ks, ws], jnp.where(root, 0.0, blk[ks, ws, :, above[0], above[1]]),
+                               jnp.where(root, 0.0, blk[above[0], above[1], :, ks, ws]))  # fmt: skip
+        x = linear.solve_blocks(linear.factor_blocks(blocks, parent), b.reshape(K, W, B), parent, indexed)
+        return x.reshape(-1)
 
     expected = np.linalg.solve(mats, bs[..., None])[..., 0]
     for indexed in (False, True, None):

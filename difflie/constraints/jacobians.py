@@ -152,7 +152,7 @@ def solve_saddle(
     ``G``: the dense Jacobian at ``(t, r, rot)`` where the caller has it already."""
     x0 = jnp.zeros(num_coordinates(form, r.shape[0]), r.dtype)
     n = x0.shape[0]
-    if st.num_blocks == 1:
+    if st.is_dense:
         G = jacobian(model, form, t, r, rot) if G is None else G
         m = G.shape[0]
         kkt = jnp.block([[jax.jacfwd(top)(x0), G.T], [G, jnp.zeros((m, m), r.dtype)]])
@@ -186,7 +186,7 @@ def least_norm_system(model, form: AbstractFormulation, t, st: sparsity.Sparsity
     ``delta = G^T (G G^T)^{-1} Psi``. Dense (``G``, then ``G G^T`` factored) when ``st`` is
     one block, else the saddle-point system ``[[I, G^T], [G, 0]] [delta; mu] = [0; Psi]`` in
     ``st``'s blocks, whose matrices grow with the bodies, not their square."""
-    if st.num_blocks == 1:
+    if st.is_dense:
 
         def value_and_jacobian(x):
             return psi(model, form, t, *x), jacobian(model, form, t, *x)

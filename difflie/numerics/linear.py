@@ -21,34 +21,41 @@ a solve is a ``jax.lax.custom_linear_solve`` with the matrix's product and an in
 rule ``d(A^{-1}) = -A^{-1} dA A^{-1}``, so both differentiate, forward and reverse, without
 passing through LAPACK, on every platform and release.
 
-Block-tridiagonal matrices (the multibody iteration matrix ordered by levels,
-``difflie.numerics.sparsity``), with diagonal blocks ``D_k``, lower ``L_k`` (block row ``k``,
-column ``k-1``) and upper ``U_k`` (row ``k``, column ``k+1``): block Gaussian elimination,
+Matrices in blocks along a forest of groups of unknowns (the multibody iteration matrix,
+``difflie.numerics.sparsity``), laid out by depth: ``K`` levels of ``W`` groups of ``B``
+unknowns, each group coupled only with itself, its parent in the level above and its children
+below. With a group's diagonal block ``D``, ``down`` (its rows, its parent's columns) and ``up``
+(its parent's rows, its columns), block elimination from the leaves:
 
-    S_0 = D_0,   S_k = D_k - L_k X_{k-1},   X_k = S_k^{-1} U_k,
-    y_k = S_k^{-1} (b_k - L_k y_{k-1}),     x_k = y_k - X_k x_{k+1},
+    S = D - sum_children up_c X_c,   X = S^{-1} down,
+    z = S^{-1} (b - sum_children up_c z_c),   x = z - X x_parent,
 
-with each ``S_k^{-1}`` formed explicitly. One ``lax.scan`` over the blocks: the compiled
-program does not grow with their number.
+with each ``S^{-1}`` formed explicitly, a level's groups as one stack. One ``lax.scan`` over
+the levels: the compiled program does not grow with their number. Where every level holds one
+group (a chain; a path of groups) the arrays have no group axis: a unit axis made XLA copy the
+factors at every solve (a ladder of 63 bodies, 20 % of a step).
 
 **Inverses** (:func:`inv`). One matrix of up to 32 rows on CPU is inverted by Gauss-Jordan
 elimination with partial pivoting in one ``fori_loop``: for the scan's small blocks a LAPACK
 inverse is a chain of small calls (``getrf``, the loop that turns its pivots into a
 permutation, two ``trsm``), 1.7-2.4x slower from 6 to 24 rows (measured on one core, 256
 blocks in a scan: 11 rows 2.0 against 4.0 us per block); above 32 rows LAPACK is faster
-(48 rows: 47 against 89 us). A stack of inverses (a ``vmap``) and every other platform use
-LAPACK, whose batched calls beat a batched Gauss-Jordan (1024 blocks of 11 rows: 2.5 against
-3.8 us each).
+(48 rows: 47 against 89 us). A stack of inverses is a batched Gauss-Jordan loop too while it
+is little work (stack x rows^3 up to 5e4: a level of 64 groups of 9 rows, 52 against 83 us;
+of 2 groups of 21 rows, 10 against 19 us) and LAPACK's batched calls above (64 of 30 rows:
+0.89 against 1.7 ms; 1024 of 11 rows: 2.5 against 3.8 us each); other platforms use LAPACK.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 Factors = tuple[Float[Array, "n n"], Float[Array, "n n"], Float[Array, "n n"]]
@@ -58,6 +65,10 @@ Factors = tuple[Float[Array, "n n"], Float[Array, "n n"], Float[Array, "n n"]]
 _SERIAL_WORK = 200_000
 # Up to this size one inverse on CPU is a Gauss-Jordan loop rather than LAPACK (module docstring).
 _GAUSS_JORDAN_MAX = 32
+# Up to this work (stack x rows^3) a stack of inverses on CPU is a batched Gauss-Jordan loop.
+_GAUSS_JORDAN_STACK_WORK = 50_000
+# Up to this many groups in a level the children's fill reaches their parents by a product.
+_ONE_HOT_WIDTH = 16
 # Up to this size a product is a broadcast-and-sum rather than a dot (``_dot``).
 _FUSED_DOT_MAX = 12
 
@@ -150,16 +161,21 @@ def factor(mat: Float[Array, "n n"]) -> Factors:
     return mat, *_getrf(jax.lax.stop_gradient(mat))
 
 
-def _dot(a: Float[Array, "n k"], b: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
-    """``a @ b``; for a small matrix ``a`` a broadcast-and-sum, which XLA fuses with its
-    neighbours, where a small dot is a call of its own on CPU (the elimination of 256 blocks of
-    9 x 9: 500 against 750 us; of 16 x 16 and larger the dot is faster)."""
-    return a @ b if max(a.shape) > _FUSED_DOT_MAX else _fused_dot(a, b)
+def _dot(a: Float[Array, "*w n k"], b: Float[Array, "*w k ..."]) -> Float[Array, "*w n ..."]:
+    """``a @ b`` (a matrix or a vector ``b``, batched over leading axes); for small blocks ``a``
+    a broadcast-and-sum, which XLA fuses with its neighbours, where a small dot is a call of its
+    own on CPU (the elimination of 256 blocks of 9 x 9: 500 against 750 us; of 16 x 16 and
+    larger the dot is faster)."""
+    if max(a.shape[-2:]) <= _FUSED_DOT_MAX:
+        return _fused_dot(a, b)
+    return a @ b if b.ndim == a.ndim or a.ndim == 2 else jnp.einsum("...ij,...j->...i", a, b)
 
 
-def _fused_dot(a: Float[Array, "n k"], b: Float[Array, "k ..."]) -> Float[Array, "n ..."]:
+def _fused_dot(a: Float[Array, "*w n k"], b: Float[Array, "*w k ..."]) -> Float[Array, "*w n ..."]:
     """``a @ b`` as a broadcast-and-sum, at any size."""
-    return jnp.sum(a[:, :, None] * b[None], axis=1) if b.ndim == 2 else jnp.sum(a * b, axis=1)
+    if b.ndim == a.ndim:
+        return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
+    return jnp.sum(a * b[..., None, :], axis=-1)
 
 
 def _lu_apply(lu: Float[Array, "n n"], pb: Float[Array, "n k"]) -> Float[Array, "n k"]:
@@ -227,8 +243,25 @@ def _one_inverse(mat):
 
 @_one_inverse.def_vmap
 def _batched_inverse(axis_size, in_batched, mat):
-    """A stack of inverses goes to LAPACK (batched, guarded by ``_serially_batched``)."""
-    return jax.vmap(_lapack_inverse)(mat), True
+    return (_stack_inverse(mat), True) if in_batched[0] else (_one_inverse(mat), False)
+
+
+@jax.custom_batching.custom_vmap
+def _stack_inverse(mats):
+    """A stack of inverses: batched Gauss-Jordan on CPU for a stack of little work (module
+    docstring), LAPACK's batched calls otherwise (guarded by ``_serially_batched``)."""
+    stack, n = mats.shape[0], mats.shape[-1]
+    if stack * n**3 > _GAUSS_JORDAN_STACK_WORK or n > _GAUSS_JORDAN_MAX:
+        return jax.vmap(_lapack_inverse)(mats)
+    return jax.lax.platform_dependent(mats, cpu=jax.vmap(_gauss_jordan), default=jax.vmap(_lapack_inverse))
+
+
+@_stack_inverse.def_vmap
+def _stacks_inverse(axis_size, in_batched, mats):
+    """A batch of stacks is one larger stack."""
+    if not in_batched[0]:
+        return _stack_inverse(mats), False
+    return _stack_inverse(mats.reshape(-1, *mats.shape[2:])).reshape(mats.shape), True
 
 
 @jax.custom_jvp
@@ -263,121 +296,159 @@ def tangent_solve(g: Callable[[Float[Array, " n"]], Float[Array, " n"]], y: Floa
     return solve(jax.jacfwd(g)(y), y)
 
 
-class Blocks(eqx.Module):
-    """A block-tridiagonal matrix: ``diagonal``, ``lower`` and ``upper`` blocks, each
-    ``(K, B, B)`` (``lower[0]`` and ``upper[K-1]`` are zero)."""
+class _Static:
+    """A NumPy array as a hashable constant (a ``nondiff_argnums`` argument)."""
 
-    diagonal: Float[Array, "K B B"]
-    lower: Float[Array, "K B B"]
-    upper: Float[Array, "K B B"]
+    def __init__(self, value: np.ndarray):
+        self.value = value
+
+    def __hash__(self):
+        return hash((self.value.shape, self.value.tobytes()))
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and np.array_equal(self.value, other.value)
+
+
+class Blocks(eqx.Module):
+    """A matrix in blocks along a forest of groups of unknowns, by levels (module docstring):
+    ``diagonal[k, w]`` is the block of group ``w`` of level ``k``; ``down[k, w]`` its rows and
+    its parent group's columns; ``up[k, w]`` its parent's rows and its own columns (zero for a
+    root). Each ``(K, W, B, B)``, or ``(K, B, B)`` for one group to a level."""
+
+    diagonal: Float[Array, "K *W B B"]
+    down: Float[Array, "K *W B B"]
+    up: Float[Array, "K *W B B"]
 
 
 class BlockFactors(eqx.Module):
-    """``S_k^{-1}``, ``X_k = S_k^{-1} U_k`` and ``L_k`` of a block-tridiagonal matrix."""
+    """``S^{-1}`` and ``X = S^{-1} down`` of every group, and the ``up`` blocks of the level
+    below each (``factor_blocks``)."""
 
-    inverses: Float[Array, "K B B"]
-    upper: Float[Array, "K B B"]
-    lower: Float[Array, "K B B"]
+    inverses: Float[Array, "K *W B B"]
+    coupled: Float[Array, "K *W B B"]
+    up_below: Float[Array, "K *W B B"]
 
 
-def factor_blocks(m: Blocks) -> BlockFactors:
-    """Block elimination of a block-tridiagonal matrix (module docstring)."""
-    if m.diagonal.shape[0] == 1:
+def _to_parents(c: Float[Array, "*W ..."], parent: Array, narrow: bool) -> Float[Array, "*W ..."]:
+    """Sum of the children's ``c`` into their parents' slots of the level above (a pad
+    ``parent == W``, a root, adds nowhere): a product with a 0/1 matrix for a narrow level,
+    where a scatter-add is a loop over the children on CPU. ``narrow``: levels of one group
+    (their axis dropped), each the parent of the next."""
+    if narrow:
+        return c
+    width = c.shape[0]
+    if width <= _ONE_HOT_WIDTH:
+        hot = jax.nn.one_hot(parent, width, dtype=c.dtype)  # (children, parents); a pad: zeros
+        return jnp.sum(hot.reshape(width, width, *(1,) * (c.ndim - 1)) * c[:, None], axis=0)
+    return jnp.zeros((width + 1, *c.shape[1:]), c.dtype).at[parent].add(c)[:width]
+
+
+def _from_parents(x: Float[Array, "*W B"], parent: Array, narrow: bool) -> Float[Array, "*W B"]:
+    """Each group's parent's ``x`` from the level above (zero for a root)."""
+    if narrow:
+        return x
+    return jnp.concatenate([x, jnp.zeros_like(x[:1])])[parent]
+
+
+def factor_blocks(m: Blocks, parent: np.ndarray) -> BlockFactors:
+    """Block elimination along the forest from its leaves (module docstring); ``parent (K, W)``:
+    the slot of each group's parent in the level above (``W``: none; ``W = 1``: ``m`` has no
+    group axis)."""
+    narrow = parent.shape[1] == 1
+    if narrow and parent.shape[0] == 1:
         d_inv = inv(m.diagonal[0])[None]
-        return BlockFactors(d_inv, jnp.zeros_like(d_inv), m.lower)
+        return BlockFactors(d_inv, jnp.zeros_like(d_inv), jnp.zeros_like(d_inv))
 
-    def eliminate(x_prev, blocks):
-        d, lo, up = blocks
-        s_inv = inv(d - _dot(lo, x_prev))
-        x = _dot(s_inv, up)
-        return x, (s_inv, x)
+    def eliminate(fill, blocks):
+        d, down, up, par = blocks
+        s_inv = inv(d - fill)
+        x = _dot(s_inv, down)
+        return _to_parents(_dot(up, x), par, narrow), (s_inv, x)
 
-    zero = jnp.zeros_like(m.diagonal[0])
-    _, (inverses, upper) = jax.lax.scan(eliminate, zero, (m.diagonal, m.lower, m.upper))
-    return BlockFactors(inverses, upper, m.lower)
+    xs = (m.diagonal, m.down, m.up, jnp.asarray(parent))
+    _, (inverses, coupled) = jax.lax.scan(eliminate, jnp.zeros_like(m.diagonal[0]), xs, reverse=True)
+    return BlockFactors(inverses, coupled, jnp.concatenate([m.up[1:], jnp.zeros_like(m.up[:1])]))
 
 
-def solve_blocks(f: BlockFactors, b: Float[Array, "K B"], indexed: bool | None = False) -> Float[Array, "K B"]:
-    """``x`` with ``A x = b`` from ``factor_blocks``' result: a ``lax.scan`` over the blocks
-    or, ``indexed``, loops that index them. Under ``vmap`` a scan over batched factors moves
-    the batch axis behind the blocks' at every solve (a transpose of all the factors); the
-    indexed loops read each block where it lies. Indexed is the faster form for a batch (256
+def solve_blocks(f: BlockFactors, b: Float[Array, "K *W B"], parent: np.ndarray, indexed: bool | None = False) -> Float[Array, "K *W B"]:
+    """``x`` with ``A x = b`` from ``factor_blocks``' result: ``lax.scan`` over the levels or,
+    ``indexed``, loops that index them. Under ``vmap`` a scan over batched factors moves
+    the batch axis behind the levels' at every solve (a transpose of all the factors); the
+    indexed loops read each level where it lies. Indexed is the faster form for a batch (256
     Pandas in chunks of 4 over 0.2 s: 6 %; 16 in one ``vmap``: 9 %), the scan for a single
     system (12 % on a Panda). ``indexed=None``: indexed under a ``vmap`` of the factors, the
     scan otherwise (Newton's solves, which take no derivatives)."""
     if indexed is None:
-        return _solve_blocks_by_batch(f, b)
-    if b.shape[0] == 1:
+        return _solve_blocks_by_batch(f, b, _Static(np.asarray(parent)))
+    narrow = parent.shape[1] == 1
+    if narrow and parent.shape[0] == 1:
         return _dot(f.inverses[0], b[0])[None]
+    inverses, up_below, coupled = f.inverses, f.up_below, f.coupled
+    par = jnp.asarray(parent)
+    par_below = jnp.asarray(np.concatenate([parent[1:], parent[:1]]))  # the last level's: unused
     if indexed:
-        return _solve_blocks_indexed(f, b)
+        return _solve_blocks_indexed(inverses, up_below, coupled, b, par, par_below, narrow)
 
-    def forward(y_prev, blocks):
-        y = _forward_block(y_prev, *blocks)
-        return y, y
+    def up_the_tree(z_below, blocks):
+        s_inv, up, bk, p = blocks
+        z = _dot(s_inv, bk - _to_parents(_dot(up, z_below), p, narrow))
+        return z, z
 
-    def backward(x_next, blocks):
-        x = _backward_block(x_next, *blocks)
+    def down_the_tree(x_above, blocks):
+        x_up, z, p = blocks
+        x = z - _dot(x_up, _from_parents(x_above, p, narrow))
         return x, x
 
     zero = jnp.zeros_like(b[0])
-    _, y = jax.lax.scan(forward, zero, (f.inverses, f.lower, b))
-    _, x = jax.lax.scan(backward, zero, (f.upper, y), reverse=True)
+    _, z = jax.lax.scan(up_the_tree, zero, (inverses, up_below, b, par_below), reverse=True)
+    _, x = jax.lax.scan(down_the_tree, zero, (coupled, z, par))
     return x
 
 
-@jax.custom_jvp
-def _solve_blocks_by_batch(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:
-    return _solve_blocks_by_vmap(f, b)
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def _solve_blocks_by_batch(f: BlockFactors, b: Float[Array, "K *W B"], parent: _Static) -> Float[Array, "K *W B"]:
+    return _solve_blocks_by_vmap(f, b, parent)
 
 
 @_solve_blocks_by_batch.defjvp
-def _solve_blocks_by_batch_jvp(primals, tangents):
+def _solve_blocks_by_batch_jvp(parent, primals, tangents):
     """Linear in ``b``; the factors carry no derivatives. (A ``custom_vmap`` has no rules for
     JAX's partial evaluation, which a ``grad`` through a checkpointed loop needs.)"""
     f, b = primals
-    return _solve_blocks_by_batch(f, b), _solve_blocks_by_batch(f, tangents[1])
+    return _solve_blocks_by_batch(f, b, parent), _solve_blocks_by_batch(f, tangents[1], parent)
 
 
-@jax.custom_batching.custom_vmap
-def _solve_blocks_by_vmap(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:
-    return solve_blocks(f, b)
+def _solve_blocks_by_vmap(f: BlockFactors, b: Float[Array, "K *W B"], parent: _Static) -> Float[Array, "K *W B"]:
+    @jax.custom_batching.custom_vmap
+    def solve(f, b):
+        return solve_blocks(f, b, parent.value)
+
+    @solve.def_vmap
+    def rule(axis_size, in_batched, f, b):
+        del axis_size
+        in_axes = jax.tree.map(lambda batched: 0 if batched else None, in_batched)
+        indexed = any(jax.tree.leaves(in_batched[0]))  # shared factors: the scan does not transpose them
+        return jax.vmap(lambda f, b: solve_blocks(f, b, parent.value, indexed), in_axes=tuple(in_axes))(f, b), True
+
+    return solve(f, b)
 
 
-@_solve_blocks_by_vmap.def_vmap
-def _solve_blocks_by_vmap_rule(axis_size, in_batched, f, b):
-    del axis_size
-    in_axes = jax.tree.map(lambda batched: 0 if batched else None, in_batched)
-    indexed = any(jax.tree.leaves(in_batched[0]))  # shared factors: the scan does not transpose them
-    return jax.vmap(lambda f, b: solve_blocks(f, b, indexed), in_axes=tuple(in_axes))(f, b), True
-
-
-def _solve_blocks_indexed(f: BlockFactors, b: Float[Array, "K B"]) -> Float[Array, "K B"]:
-    """``solve_blocks`` as loops that index the factors, block by block."""
+def _solve_blocks_indexed(inverses, up_below, coupled, b, par, par_below, narrow: bool):
+    """``solve_blocks`` as loops that index the factors, level by level."""
     n = b.shape[0]
 
-    def forward(k, carry):
-        y_prev, y = carry
-        yk = _forward_block(y_prev, f.inverses[k], f.lower[k], b[k])
-        return yk, y.at[k].set(yk)
-
-    def backward(i, carry):
-        x_next, x = carry
+    def up_the_tree(i, carry):
+        z_below, z = carry
         k = n - 1 - i
-        xk = _backward_block(x_next, f.upper[k], y[k])
+        zk = _dot(inverses[k], b[k] - _to_parents(_dot(up_below[k], z_below), par_below[k], narrow))
+        return zk, z.at[k].set(zk)
+
+    def down_the_tree(k, carry):
+        x_above, x = carry
+        xk = z[k] - _dot(coupled[k], _from_parents(x_above, par[k], narrow))
         return xk, x.at[k].set(xk)
 
     zero = jnp.zeros_like(b[0])
-    _, y = jax.lax.fori_loop(0, n, forward, (zero, jnp.zeros_like(b)))
-    _, x = jax.lax.fori_loop(0, n, backward, (zero, jnp.zeros_like(b)))
+    _, z = jax.lax.fori_loop(0, n, up_the_tree, (zero, jnp.zeros_like(b)))
+    _, x = jax.lax.fori_loop(0, n, down_the_tree, (zero, jnp.zeros_like(b)))
     return x
-
-
-def _forward_block(y_prev, s_inv, lo, bk):
-    """``y_k = S_k^{-1} (b_k - L_k y_{k-1})``."""
-    return _dot(s_inv, bk - _dot(lo, y_prev))
-
-
-def _backward_block(x_next, x_up, yk):
-    """``x_k = y_k - X_k x_{k+1}``."""
-    return yk - _dot(x_up, x_next)

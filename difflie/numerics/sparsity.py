@@ -1,5 +1,5 @@
-"""The structure of a multibody step's iteration matrix: an elimination order by levels, and
-the Jacobian from compressed forward-mode derivatives.
+"""The structure of a multibody step's iteration matrix: groups of unknowns along a forest,
+eliminated from its leaves, and the Jacobian from compressed forward-mode derivatives.
 
 The unknowns of an implicit step belong to bodies: each body's own (its increments or
 accelerations) and the multipliers of the constraint rows it carries. Residual row ``k`` is the
@@ -7,20 +7,38 @@ equation of unknown ``k`` (the system is square and paired index by index). Two 
 only where their bodies are the same or act on each other through a constraint row or a force
 element, so the iteration matrix is sparse.
 
-**Order.** Bodies are numbered by breadth-first levels from the ground (each connected part in
+**Levels.** Bodies are numbered by breadth-first levels from the ground (each connected part in
 turn; a part not tied to the ground from a pseudo-peripheral body, as in reverse Cuthill-McKee,
-George & Liu 1981). A body acts only on bodies of its own and the adjacent levels, and a
-constraint row between two levels is carried by the body of the later one, so the matrix in
-this order is block tridiagonal. Consecutive levels are merged into blocks of up to
-``block_size`` unknowns (one block: the dense matrix). With ``K`` blocks of size ``B`` the
-factorisation (``difflie.numerics.linear.factor_blocks``) costs ``O(K B^3)``: linear in the
-number of bodies for chains and trees of bounded width; loop closures widen the levels only.
+George & Liu 1981); a body acts only on bodies of its own and the adjacent levels.
+
+**Carriers.** A body carries the rows of its tree joint (its joint to the first body it hangs
+from, one level nearer the ground) and of its joints to the ground; a row that closes a loop is
+carried by its body nearer the ground.
+
+**Groups** (``_forest``). From the deepest level up, bodies of a level that act on each other
+join one group, and all bodies of the level above that a group acts on join one group, its
+parent: the groups' couplings form a forest. In a tree every body is a group of its own (with
+its tree joint's rows); a loop closure merges the bodies around it. A group that is its
+parent's only child is merged into it up to ``block_size`` unknowns, and a leaf that has
+siblings up to 32 (a level one group narrower).
+
+**Elimination** (``difflie.numerics.linear.factor_blocks``), from the leaves: a group's Schur
+complement ``S = D - sum over its children of up S_c^{-1} down`` is all its parent receives,
+so the fill stays in the parent's block (Baraff 1996 for trees). The groups are laid out by
+depth, ``K`` levels of ``W`` groups of up to ``B`` unknowns, and factored by one ``lax.scan``
+over the levels with a stack of ``W`` inverses in each: ``O(K W B^3)``, linear in the bodies
+for chains and trees of any width. Eliminating a group before its parent needs its block to
+be invertible: its own rows independent on its own coordinates with its children eliminated,
+which the carriers give (a tree joint holds its child; a rod between two spherical joints that
+carried both would be singular alone: the rod's spin is free and both joints hold its axial
+position).
 
 **Compression** (Curtis, Powell & Reid 1974). Unknowns whose bodies are three or more couplings
 apart never share a row, so one forward-mode derivative gives the columns of all of them. Bodies
 are coloured greedily at distance two; a seed is a colour and a position among a body's
 unknowns, and the Jacobian costs ``colours x (unknowns per body)`` derivative passes instead of
-one per unknown.
+one per unknown. A hub needs a colour for itself and each of its neighbours: its arms' first
+bodies all share its rows.
 
 The structure is built with NumPy when a step is traced, from the static topology of the model
 (``difflie.Model.coupling``, ``difflie.Model.row_bodies``).
@@ -29,12 +47,12 @@ The structure is built with NumPy when a step is traced, from the static topolog
 cost ``O(n^3)``: 36 ms for the matrix of a 64-body chain against 0.6 ms here. JAX has no
 sparse direct solver that runs under ``jit``, ``vmap`` and ``grad`` on CPU
 (``jax.experimental.sparse.linalg.spsolve`` is cuSolver on GPU and a host callback elsewhere).
-A Schur complement on the mass blocks leaves ``G M^-1 G^T`` to factor, whose pattern is
-the joints' adjacency: it still needs an ordering, and that is what the levels give.
-Eliminating along a tree (Baraff 1996) is linear for any tree but needs a second mechanism for
-loop closures; levels handle chains, trees and loops alike, in one ``lax.scan`` whose compiled
-size does not depend on the number of bodies. Their cost is the width of a level: a hub with
-many arms makes wide blocks (cubic in the width).
+A Schur complement on the mass blocks leaves ``G M^-1 G^T`` to factor, whose pattern is the
+joints' adjacency: the joints at a hub form a clique. Whole levels as blocks of a
+block-tridiagonal matrix (the method here until 2026-11-27) handle loops alike but cost the cube
+of a level's width: a hub with 64 arms of four bodies took 9.2 ms per step, 0.2 ms in groups.
+One ``lax.scan`` over the levels keeps the compiled program's size independent of the number
+of bodies.
 """
 
 from __future__ import annotations
@@ -55,69 +73,101 @@ from . import linear
 class Sparsity:
     """Blocks of a square iteration matrix and the seeds that build them (all static).
 
-    ``index (K, B)``: the unknowns of each block (padding: ``n``); ``seeds``: one 0/1 matrix
-    ``(n_leaf, s_leaf)`` per leaf of the unknowns; ``seed_col (n,)``: the compressed column of
-    each unknown; ``couples(r, c)``: whether unknowns ``r`` and ``c`` (arrays) share a row.
-    ``reads (3, K, B, B)``: where the diagonal, lower and upper blocks read the flattened
-    compressed Jacobian, built on first use (a caller that takes the dense path of one block
-    never needs it: 3 n^2 entries).
+    ``index (K, W, B)``: the unknowns of each group, ``W`` groups to a level (padding: ``n``);
+    ``parent (K, W)``: the slot of each group's parent group in the level above (``W``: a root
+    or a pad); ``seeds``: one 0/1 matrix ``(n_leaf, s_leaf)`` per leaf of the unknowns;
+    ``seed_col (n,)``: the compressed column of each unknown; ``couples(r, c)``: whether
+    unknowns ``r`` and ``c`` (arrays) share a row. ``reads (3, K, W, B, B)``: where the
+    diagonal, down and up blocks read the flattened compressed Jacobian, built on first use (a
+    caller that takes the dense path of one block never needs it: 3 n^2 entries).
     """
 
     n: int
     leaves: tuple[int, ...]
     seeds: tuple[np.ndarray, ...]
     index: np.ndarray
+    parent: np.ndarray
     seed_col: np.ndarray
     couples: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
     @functools.cached_property
     def reads(self) -> np.ndarray:
-        """Flat gather indices into ``J S`` (``n x s``) of the diagonal, lower and upper blocks;
+        """Flat gather indices into ``J S`` (``n x s``) of the diagonal, down and up blocks;
         a pad, or a pair of unknowns that share no row, reads entry ``n s``: a zero appended
         to it. One index array in the program, where a row index, a column index and a mask
         were three (at 1024 bodies the spider's program held 170 MB of such constants)."""
         n, index, s = self.n, self.index, self.num_seeds
-        neighbour = [index, np.roll(index, 1, axis=0), np.roll(index, -1, axis=0)]
-        neighbour[1][0] = n  # no block before the first
-        neighbour[2][-1] = n  # nor after the last
-        reads = []
+        above = np.concatenate([np.full((1,) + index.shape[1:], n), index[:-1]])
+        above = np.concatenate([above, np.full(above[:, :1].shape, n)], axis=1)  # slot W: none
+        parents = above[np.arange(index.shape[0])[:, None], self.parent]
         safe_col = np.append(self.seed_col, 0)
-        for other in neighbour:
-            r = np.broadcast_to(index[:, :, None], other.shape + other.shape[-1:])
-            c = np.broadcast_to(other[:, None, :], r.shape)
+        reads = []
+        for rows, cols in ((index, index), (index, parents), (parents, index)):
+            r = np.broadcast_to(rows[..., :, None], rows.shape + rows.shape[-1:])
+            c = np.broadcast_to(cols[..., None, :], r.shape)
             read = (r < n) & (c < n)
             read &= self.couples(np.minimum(r, n - 1), np.minimum(c, n - 1))
             reads.append(np.where(read, np.minimum(r, n - 1) * s + safe_col[c], n * s))
-        return np.stack(reads).astype(np.int32 if n * s < 2**31 else np.int64)
+        reads = np.stack(reads).astype(np.int32 if n * s < 2**31 else np.int64)
+        return reads[:, :, 0] if self.narrow else reads
 
     @property
-    def num_blocks(self) -> int:
+    def num_levels(self) -> int:
         return self.index.shape[0]
 
     @property
-    def block_size(self) -> int:
+    def width(self) -> int:
+        """The most groups in a level."""
         return self.index.shape[1]
+
+    @property
+    def block_size(self) -> int:
+        """The most unknowns in a group."""
+        return self.index.shape[2]
+
+    @property
+    def narrow(self) -> bool:
+        """One group to every level (a path of groups): the arrays of ``difflie.numerics.linear``
+        then have no group axis, ``(K, B)`` and ``(K, B, B)``."""
+        return self.index.shape[1] == 1
+
+    @property
+    def is_dense(self) -> bool:
+        """One group: the dense matrix."""
+        return self.index.shape[:2] == (1, 1)
 
     @property
     def num_seeds(self) -> int:
         return sum(s.shape[1] for s in self.seeds)
 
+    def zero_factors(self, dtype) -> linear.BlockFactors:
+        """Factors of this structure's shape, all zero (a kept matrix not built yet)."""
+        zero = jnp.zeros(self._index.shape + self._index.shape[-1:], dtype)
+        return linear.BlockFactors(zero, zero, zero)
+
     # -- vectors ------------------------------------------------------------------------------
 
-    def to_blocks(self, b: Float[Array, " n"]) -> Float[Array, "K B"]:
-        return jnp.concatenate([b, jnp.zeros((1,), b.dtype)])[self.index]
+    @property
+    def _index(self) -> np.ndarray:
+        return self.index[:, 0] if self.narrow else self.index
 
-    def from_blocks(self, xb: Float[Array, "K B"]) -> Float[Array, " n"]:
+    def to_blocks(self, b: Float[Array, " n"]) -> Float[Array, "K *W B"]:
+        return jnp.concatenate([b, jnp.zeros((1,), b.dtype)])[self._index]
+
+    def from_blocks(self, xb: Float[Array, "K *W B"]) -> Float[Array, " n"]:
         return xb.reshape(-1)[_positions(self.index, self.n)]
 
     # -- matrices -----------------------------------------------------------------------------
 
     def blocks(self, compressed: Float[Array, "n s"]) -> linear.Blocks:
-        """Diagonal, lower and upper blocks from the compressed Jacobian ``J S``."""
+        """Diagonal, down and up blocks from the compressed Jacobian ``J S``."""
         dtype = compressed.dtype
         parts = jnp.concatenate([compressed.reshape(-1), jnp.zeros((1,), dtype)])[self.reads]
-        pad = (self.index == self.n)[:, :, None] & np.eye(self.block_size, dtype=bool)
+        pad = (self._index == self.n)[..., None] & np.eye(self.block_size, dtype=bool)
         return linear.Blocks(parts[0] + jnp.asarray(pad, dtype), parts[1], parts[2])
+
+    def factor(self, m: linear.Blocks) -> linear.BlockFactors:
+        return linear.factor_blocks(m, self.parent)
 
     def value_and_factors(
         self, f: Callable[[tuple[Array, ...]], Float[Array, " n"]], parts: Sequence[Array]
@@ -137,26 +187,28 @@ class Sparsity:
 
             value, cols = jax.vmap(push, in_axes=1, out_axes=(None, 1))(jnp.asarray(seed, leaf.dtype))
             columns.append(cols)
-        return value, linear.factor_blocks(self.blocks(jnp.concatenate(columns, axis=1)))
+        return value, self.factor(self.blocks(jnp.concatenate(columns, axis=1)))
 
     def solve(self, factors: linear.BlockFactors, b: Float[Array, " n"], indexed: bool | None = False) -> Float[Array, " n"]:
         """``A^{-1} b`` with the factors of ``A``; ``indexed``: the form of the block solve
         (``linear.solve_blocks``; ``None``: by batch, for Newton's solves)."""
-        return self.from_blocks(linear.solve_blocks(factors, self.to_blocks(b), indexed))
+        return self.from_blocks(linear.solve_blocks(factors, self.to_blocks(b), self.parent, indexed))
 
     def tangent_solve(self, g: Callable[[Array], Array], y: Float[Array, " n"]) -> Float[Array, " n"]:
         """``J^{-1} y`` for the linear map ``g`` of this structure (``difflie.numerics.newton.implicit_derivatives``)."""
         seeds = jnp.asarray(_block_diagonal(self.seeds), y.dtype)
         compressed = jax.vmap(g, in_axes=1, out_axes=1)(seeds)
-        return self.solve(linear.factor_blocks(self.blocks(compressed)), y)
+        return self.solve(self.factor(self.blocks(compressed)), y)
 
 
 def dense(leaves: Sequence[int]) -> Sparsity:
     """One block holding every unknown: the plain dense matrix."""
     leaves = tuple(int(k) for k in leaves)
     n = sum(leaves)
-    order = np.arange(n)
-    return _assemble(n, leaves, [order], np.arange(n), [np.eye(k) for k in leaves], lambda r, c: np.ones(r.shape, bool))
+    return Sparsity(
+        n, leaves, tuple(np.eye(k) for k in leaves), np.arange(n)[None, None], np.ones((1, 1), np.int64),
+        np.arange(n), lambda r, c: np.ones(r.shape, bool),
+    )  # fmt: skip
 
 
 def block_structure(
@@ -172,8 +224,8 @@ def block_structure(
     ``coupling (e, 2)``: pairs of bodies acting on each other (ground: -1; ``None``: any pair);
     ``body_unknowns (n_b,)``: the body of each body unknown; ``row_bodies (m, 2)``: the bodies of
     each multiplier's constraint row; ``leaves``: sizes of the flat leaves the unknowns come in
-    (in order, summing to ``n_b + m``); ``block_size``: the largest block built by merging
-    levels (``None``: one dense block)."""
+    (in order, summing to ``n_b + m``); ``block_size``: groups along a path of the forest are
+    merged up to this many unknowns (``None``: one dense block)."""
     leaves = tuple(int(k) for k in leaves)
     body_unknowns = np.asarray(body_unknowns, np.int64)
     row_bodies = np.asarray(row_bodies, np.int64).reshape(-1, 2)
@@ -196,26 +248,11 @@ def block_structure(
 
     if np.any((row_bodies < 0).all(axis=1)):
         raise ValueError("block_structure: a constraint row acts on no body (both are the ground)")
-    # A row is carried by its body of the later level (of the higher index on a tie).
-    key = np.where(row_bodies >= 0, level[np.maximum(row_bodies, 0)] * (num_bodies + 1) + row_bodies, -1)
-    carrier = row_bodies[np.arange(row_bodies.shape[0]), np.argmax(key, axis=1)]
+    carrier = _carriers(row_bodies, level)
     node = np.concatenate([body_unknowns, carrier])
 
-    # Blocks: consecutive levels merged up to block_size unknowns.
-    size = np.bincount(level[node], minlength=len(levels))
-    blocks, current, filled = [], [], 0
-    for k in range(len(levels)):
-        if current and filled + size[k] > block_size:
-            blocks.append(current)
-            current, filled = [], 0
-        current.append(k)
-        filled += size[k]
-    blocks.append(current)
-    block_of_level = np.empty(len(levels), np.int64)
-    for b, ks in enumerate(blocks):
-        block_of_level[ks] = b
-    block = block_of_level[level[node]]
-    order = [np.flatnonzero(block == b) for b in range(len(blocks))]
+    group, parent = _forest(adjacent, levels, np.bincount(node, minlength=num_bodies), block_size)
+    index, parent_slot = _layout(group[node], parent)
 
     colour = _distance2_colouring(adjacent, np.concatenate(levels))
     seeds, seed_col, offset = [], np.empty(n, np.int64), 0
@@ -233,16 +270,141 @@ def block_structure(
         seeds.append(s)
         seed_col[start : start + width] = offset + slot
         offset += s.shape[1]
-    return _assemble(n, leaves, order, seed_col, seeds, lambda r, c: adjacent[node[r], node[c]])
+    return Sparsity(n, leaves, tuple(seeds), index, parent_slot, seed_col, lambda r, c: adjacent[node[r], node[c]])
 
 
-def _assemble(n, leaves, order, seed_col, seeds, couples) -> Sparsity:
-    """The blocks' index (K, B) of the unknowns in ``order`` (one array per block)."""
-    K, B = len(order), max(len(o) for o in order)
-    index = np.full((K, B), n, np.int64)
-    for b, o in enumerate(order):
-        index[b, : len(o)] = o
-    return Sparsity(n, tuple(leaves), tuple(seeds), index, seed_col, couples)
+# A leaf group joins its parent, when the parent has other children, up to this many unknowns
+# (a level one group narrower; the Gauss-Jordan inverses' limit, ``linear._GAUSS_JORDAN_MAX``).
+_LEAF_MERGE = 32
+
+
+def _carriers(row_bodies: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """The body that carries each constraint row (whose group its multiplier joins).
+
+    A body's joint to the body it hangs from (its first body one level nearer the ground with
+    which it shares a row: its tree joint) and its joints to the ground are its own; any other
+    row (one that closes a loop) is carried by its body nearer the ground. Eliminating from the
+    leaves, a body then meets its tree joint's rows, which are independent on its own
+    coordinates; a body that carried two joints of a loop (a rod between two spherical joints)
+    would meet a singular block. A tree joint goes with its child, not its parent: a hub with
+    many arms keeps a block of its own size."""
+    nb = level.shape[0]
+    i, j = row_bodies[:, 0], row_bodies[:, 1]
+    both = (i >= 0) & (j >= 0)
+    up = np.full(nb, nb)  # each body's tree partner (nb: none)
+    for a, b in ((i, j), (j, i)):
+        hangs = both & (level[np.maximum(b, 0)] == level[np.maximum(a, 0)] - 1)
+        np.minimum.at(up, a[hangs], b[hangs])
+    own_i = (j < 0) | (both & (up[np.maximum(i, 0)] == j))
+    own_j = (i < 0) | (both & (up[np.maximum(j, 0)] == i))
+    nearer = np.where(level[np.maximum(i, 0)] <= level[np.maximum(j, 0)], i, j)
+    return np.where(own_i, i, np.where(own_j, j, nearer))
+
+
+def _forest(adjacent: np.ndarray, levels: list[np.ndarray], unknowns: np.ndarray, block_size: int):
+    """Bodies in groups whose couplings form a forest: ``(group of each body, parent group of
+    each group (-1: a root))``, groups numbered ``0 .. g-1``.
+
+    From the deepest level up, bodies of a level that act on each other join one group, and
+    the bodies of the level above that a group acts on join one group (its parent): in a tree
+    every body is a group, a loop closure merges the bodies around it level by level. Then a
+    group that is its parent's only child is merged into it while the two hold at most
+    ``block_size`` unknowns (a chain of small bodies in fewer, larger blocks)."""
+    nb = adjacent.shape[0]
+    root = np.arange(nb)
+
+    def find(b):
+        while root[b] != b:
+            root[b] = root[root[b]]
+            b = root[b]
+        return b
+
+    def union(bodies):
+        r = [find(b) for b in bodies]
+        for other in r[1:]:
+            root[other] = r[0]
+
+    above = np.zeros(nb, bool)
+    for k in range(len(levels) - 1, -1, -1):
+        bodies = levels[k]
+        for i, b in enumerate(bodies):
+            union([b, *bodies[i + 1 :][adjacent[b, bodies[i + 1 :]]]])
+        if k == 0:
+            break
+        above[:] = False
+        above[levels[k - 1]] = True
+        members: dict[int, list[int]] = {}
+        for b in bodies:
+            members.setdefault(find(b), []).append(b)
+        for group_bodies in members.values():
+            touched = np.flatnonzero(adjacent[group_bodies].any(axis=0) & above)
+            if touched.size > 1:
+                union(touched)
+    group = np.array([find(b) for b in range(nb)])
+    reps, group = np.unique(group, return_inverse=True)
+    parent = np.full(reps.size, -1)
+    level = np.empty(nb, np.int64)
+    for k, bodies in enumerate(levels):
+        level[bodies] = k
+    for g, rep in enumerate(reps):
+        bodies = np.flatnonzero(group == g)
+        touched = adjacent[bodies].any(axis=0) & (level == level[rep] - 1)
+        if touched.any():
+            parent[g] = group[np.flatnonzero(touched)[0]]
+    # Merge only children into their parents, and leaves into parents of several children
+    # (a narrower level), deepest first.
+    size = np.bincount(group, weights=unknowns, minlength=reps.size).astype(np.int64)
+    children = np.bincount(parent[parent >= 0], minlength=reps.size)
+    into = np.arange(reps.size)
+    for g in np.argsort(-level[reps], kind="stable"):
+        p = parent[g]
+        if p < 0:
+            continue
+        only = children[p] == 1 and size[g] + size[p] <= block_size
+        leaf = children[g] == 0 and children[p] > 1 and size[g] + size[p] <= _LEAF_MERGE
+        if only or leaf:
+            into[g] = p
+            size[p] += size[g]
+            children[p] += children[g] - 1
+            parent[parent == g] = p
+    for g in np.argsort(level[reps], kind="stable"):  # shallowest first: a target is final
+        into[g] = into[into[g]]
+    kept, into = np.unique(into, return_inverse=True)
+    new_parent = np.full(kept.size, -1)
+    for g, p in enumerate(parent):
+        if p >= 0 and into[p] != into[g]:
+            new_parent[into[g]] = into[p]
+    return into[group], new_parent
+
+
+def _layout(group_of: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``index (K, W, B)`` of the unknowns (group ``group_of[i]`` of unknown ``i``) by depth in
+    the forest, and each group's parent slot ``(K, W)`` in the level above (``W``: none)."""
+    n, groups = group_of.shape[0], parent.shape[0]
+    depth = np.full(groups, -1)
+    depth[parent < 0] = 0
+    while (depth < 0).any():
+        ready = (depth < 0) & (depth[np.maximum(parent, 0)] >= 0)
+        depth[ready] = depth[parent[ready]] + 1
+    slot = np.empty(groups, np.int64)
+    by_level = []
+    for k in range(depth.max() + 1):
+        at = np.flatnonzero(depth == k)
+        if k:
+            at = at[np.argsort(slot[parent[at]], kind="stable")]  # siblings side by side
+        slot[at] = np.arange(at.size)
+        by_level.append(at)
+    K, W = len(by_level), max(at.size for at in by_level)
+    members = [np.flatnonzero(group_of == g) for g in range(groups)]
+    B = max(m.size for m in members)
+    index = np.full((K, W, B), n, np.int64)
+    parent_slot = np.full((K, W), W, np.int64)
+    for k, at in enumerate(by_level):
+        for g in at:
+            index[k, slot[g], : members[g].size] = members[g]
+            if parent[g] >= 0:
+                parent_slot[k, slot[g]] = slot[parent[g]]
+    return index, parent_slot
 
 
 def _levels(adjacent: np.ndarray, grounded: np.ndarray) -> list[np.ndarray]:

@@ -38,7 +38,7 @@ from jaxtyping import Array, Float
 from .. import dae
 from ..constraints import jacobians as jac
 from ..constraints.formulations import AbstractFormulation, get_formulation
-from ..numerics import linear, sparsity
+from ..numerics import sparsity
 from ..numerics.newton import (
     IterationMatrix,
     Newton,
@@ -98,10 +98,11 @@ class BackwardEuler(AbstractSolver):
     spins fast makes a matrix a step old a poor one: the heavy top of Holzinger, Arnold &
     Gerstmayr (2024) at h = 1e-3 takes 8.4 iterations per step on kept matrices and 2 with
     ``matrix_reuse=1``, 1.4x faster there (``benchmarks/history``, 2026-11-27).
-    ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology, built
-    from compressed derivatives and factored as block-tridiagonal with blocks of up to this many
-    unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The default keeps
-    one level (a body and its joint's rows) per block: larger blocks were slower on chains,
+    ``block_size``: the iteration matrix is built from compressed derivatives in blocks along
+    the mechanism's topology (a body and its joint's rows; the bodies around a loop) and
+    eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
+    its parent's only child joins its parent's block up to this many unknowns. ``None``: one
+    dense matrix. The default keeps a body to a block: larger blocks were slower on chains,
     trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
@@ -169,8 +170,7 @@ class BackwardEuler(AbstractSolver):
         matrix = None
         if self._keeps_matrix:  # the first step builds its matrix
             st = self.structure(model)
-            zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), r.dtype)
-            matrix = IterationMatrix.start(linear.BlockFactors(zero, zero, zero), r.dtype)
+            matrix = IterationMatrix.start(st.zero_factors(r.dtype), r.dtype)
         return y0, BackwardEulerSolverState(history, matrix)
 
     @property

@@ -37,7 +37,7 @@ from ..constraints.formulations import get_formulation
 from ..lie import hat
 from ..lie.ops import mm, mv
 from ..lie.ops import so3_exp_matrix
-from ..numerics import linear, sparsity
+from ..numerics import sparsity
 from ..numerics.newton import IterationMatrix, Newton, implicit_derivatives, newton_iterate, no_grad
 from ..results import RESULTS, BodyState
 from .base import AbstractSolver, StepStats
@@ -171,11 +171,12 @@ class GeneralizedAlpha(AbstractSolver):
     - ``extrapolation``: Newton starts from ``vdot1`` and ``lambda1`` extrapolated by a
       polynomial of this degree through the last steps' (``difflie.solvers.predictor``);
       ``0`` starts from ``vdot1 = vdot0``, ``lambda1 = lambda0`` (Arnold & Brüls 2007).
-    - ``block_size``: the iteration matrix is ordered by levels of the mechanism's topology,
-      built from compressed derivatives and factored as block-tridiagonal with blocks of up to
-      this many unknowns (``difflie.numerics.sparsity``); ``None``: one dense matrix. The
-      default keeps one level (a body and its joint's rows) per block: larger blocks were
-      slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
+    - ``block_size``: the iteration matrix is built from compressed derivatives in blocks along
+      the mechanism's topology (a body and its joint's rows; the bodies around a loop) and
+      eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
+      its parent's only child joins its parent's block up to this many unknowns. ``None``: one
+      dense matrix. The default keeps a body to a block: larger blocks were slower on chains,
+      trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
     rho_inf: float = 0.9
@@ -231,8 +232,7 @@ class GeneralizedAlpha(AbstractSolver):
         vdot = jnp.concatenate([acc[: 3 * nb].reshape(nb, 3), acc[3 * nb :].reshape(nb, 3)], axis=-1)
         y0 = GeneralizedAlphaState(x, form.rotation(R), u, w, vdot, vdot, lam)
         st = self.structure(model)
-        zero = jnp.zeros((st.num_blocks, st.block_size, st.block_size), x.dtype)
-        cache = IterationMatrix.start(linear.BlockFactors(zero, zero, zero), x.dtype)
+        cache = IterationMatrix.start(st.zero_factors(x.dtype), x.dtype)
         history = History.start(self.extrapolation, jnp.asarray(t0, x.dtype), _predicted(y0)) if self.extrapolation else None
         return y0, GeneralizedAlphaSolverState(cache, history)
 
