@@ -59,17 +59,21 @@ def test_blocks_solve_like_a_dense_matrix(block_size):
 
 def test_wide_levels_solve_like_a_dense_matrix():
     """A hub with 20 arms of two bodies (levels of 20 groups, past the product that sums a
-    narrow level's fill into its parents): solves and values as NumPy's."""
+    narrow level's fill into its parents; the hub's rows by reverse mode): solves, transposed
+    solves and values as NumPy's."""
     rng = np.random.default_rng(5)
     arms = np.arange(1, 21)
     rows = np.concatenate([[[-1, 0]], np.stack([0 * arms, arms], 1), np.stack([arms, arms + 20], 1)])
     st, A, leaves = _random_system(rng, 41, 2, rows, 3)  # 3: no merges along the arms
     assert (st.num_levels, st.width) == (3, 20) and st.width > linear._ONE_HOT_WIDTH
+    assert st.hub_rows.size == 3 and st.num_seeds == 9  # hub: 2 unknowns, 1 row; 3 colours x 3, not 21
     b = rng.normal(size=st.n)
     zero = (jnp.zeros(leaves[0]), jnp.zeros(leaves[1]))
     _, factors = st.value_and_factors(lambda p: jnp.asarray(A) @ jnp.concatenate(p), zero)
     for indexed in (False, True):
         np.testing.assert_allclose(st.solve(factors, jnp.asarray(b), indexed), np.linalg.solve(A, b), atol=1e-12)
+    g = jax.grad(lambda y: jnp.vdot(jnp.asarray(b), st.tangent_solve(lambda v: jnp.asarray(A) @ v, y)))(jnp.zeros(st.n))
+    np.testing.assert_allclose(g, np.linalg.solve(A.T, b), atol=1e-12)
 
 
 def test_chain_is_block_tridiagonal_with_few_seeds():
@@ -89,6 +93,8 @@ def test_a_tree_keeps_one_body_to_a_block_however_wide():
     the arms' tips to the hub (Baraff 1996), never on a level's 144 unknowns at once."""
     st = dl.GeneralizedAlpha().structure(spider(65, arms=16))
     assert (st.num_levels, st.width, st.block_size) == (5, 16, 9)
+    # the hub's 9 rows by reverse mode; the rest in 3 colours x 9, not 17 colours (hub and arms)
+    assert st.hub_rows.size == 9 and st.num_seeds == 27
     assert (st.parent[0] == 16).all() and (st.parent[1] == 0).all()  # the hub: a root; arms hang from it
     np.testing.assert_array_equal(st.parent[2:], np.broadcast_to(np.arange(16), (3, 16)))
 
@@ -106,10 +112,11 @@ def _final(solver, model, steps):
     return np.asarray(run(model))
 
 
-@pytest.mark.parametrize("name, model, steps", [("spider25", spider(25, arms=8), 20), ("ladder4", ladder(4), 20)])
+@pytest.mark.parametrize("name, model, steps", [("star31", spider(31, arms=10), 20), ("ladder4", ladder(4), 20)])
 def test_generalized_alpha_blocks_match_dense(name, model, steps):
-    """The block step follows the dense step's trajectory to 1e-10 on a tree (a hub with eight
-    arms of three bodies: levels of eight groups) and on a row of closed four-bar loops."""
+    """The block step follows the dense step's trajectory to 1e-10 on a tree (a hub with ten
+    arms of three bodies: levels of ten groups, the hub's rows by reverse mode) and on a row of
+    closed four-bar loops."""
     dense = _final(dl.GeneralizedAlpha(block_size=None), model, steps)
     blocks = _final(dl.GeneralizedAlpha(), model, steps)
     assert np.abs(dense - model.r0).max() > 1e-3  # it moved

@@ -37,8 +37,10 @@ position).
 apart never share a row, so one forward-mode derivative gives the columns of all of them. Bodies
 are coloured greedily at distance two; a seed is a colour and a position among a body's
 unknowns, and the Jacobian costs ``colours x (unknowns per body)`` derivative passes instead of
-one per unknown. A hub needs a colour for itself and each of its neighbours: its arms' first
-bodies all share its rows.
+one per unknown. A hub's rows hold every neighbour's unknowns, so colouring through them would
+give each neighbour its own colour (a hub with 64 arms: 65 colours, 390 passes); the rows of a
+body with more than eight neighbours come by reverse mode instead, one pass per row, and the
+colouring ignores them (Coleman & Verma 1998; the same hub: 27 forward and 9 reverse passes).
 
 The structure is built with NumPy when a step is traced, from the static topology of the model
 (``difflie.Model.coupling``, ``difflie.Model.row_bodies``).
@@ -77,9 +79,10 @@ class Sparsity:
     ``parent (K, W)``: the slot of each group's parent group in the level above (``W``: a root
     or a pad); ``seeds``: one 0/1 matrix ``(n_leaf, s_leaf)`` per leaf of the unknowns;
     ``seed_col (n,)``: the compressed column of each unknown; ``couples(r, c)``: whether
-    unknowns ``r`` and ``c`` (arrays) share a row. ``reads (3, K, W, B, B)``: where the
-    diagonal, down and up blocks read the flattened compressed Jacobian, built on first use (a
-    caller that takes the dense path of one block never needs it: 3 n^2 entries).
+    unknowns ``r`` and ``c`` (arrays) share a row; ``hub_rows``: the unknowns whose rows are
+    taken by reverse-mode derivatives (a hub's: module docstring). ``reads (3, K, W, B, B)``:
+    where the diagonal, down and up blocks read the flattened Jacobian parts, built on first use
+    (a caller that takes the dense path of one block never needs it: 3 n^2 entries).
     """
 
     n: int
@@ -89,26 +92,32 @@ class Sparsity:
     parent: np.ndarray
     seed_col: np.ndarray
     couples: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    hub_rows: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     @functools.cached_property
     def reads(self) -> np.ndarray:
-        """Flat gather indices into ``J S`` (``n x s``) of the diagonal, down and up blocks;
-        a pad, or a pair of unknowns that share no row, reads entry ``n s``: a zero appended
-        to it. One index array in the program, where a row index, a column index and a mask
-        were three (at 1024 bodies the spider's program held 170 MB of such constants)."""
+        """Flat gather indices into ``[J S, 0, J[hub_rows]]`` (``n x s``, one zero, ``h x n``)
+        of the diagonal, down and up blocks; a pad, or a pair of unknowns that share no row,
+        reads the zero (entry ``n s``). One index array in the program, where a row index, a
+        column index and a mask were three (at 1024 bodies the spider's program held 170 MB of
+        such constants)."""
         n, index, s = self.n, self.index, self.num_seeds
         above = np.concatenate([np.full((1,) + index.shape[1:], n), index[:-1]])
         above = np.concatenate([above, np.full(above[:, :1].shape, n)], axis=1)  # slot W: none
         parents = above[np.arange(index.shape[0])[:, None], self.parent]
         safe_col = np.append(self.seed_col, 0)
+        hub = np.full(n + 1, -1)
+        hub[self.hub_rows] = np.arange(self.hub_rows.size)
         reads = []
         for rows, cols in ((index, index), (index, parents), (parents, index)):
             r = np.broadcast_to(rows[..., :, None], rows.shape + rows.shape[-1:])
             c = np.broadcast_to(cols[..., None, :], r.shape)
             read = (r < n) & (c < n)
             read &= self.couples(np.minimum(r, n - 1), np.minimum(c, n - 1))
-            reads.append(np.where(read, np.minimum(r, n - 1) * s + safe_col[c], n * s))
-        reads = np.stack(reads).astype(np.int32 if n * s < 2**31 else np.int64)
+            entry = np.where(hub[r] >= 0, n * s + 1 + hub[r] * n + np.minimum(c, n - 1), np.minimum(r, n - 1) * s + safe_col[c])
+            reads.append(np.where(read, entry, n * s))
+        size = n * s + 1 + self.hub_rows.size * n
+        reads = np.stack(reads).astype(np.int32 if size < 2**31 else np.int64)
         return reads[:, :, 0] if self.narrow else reads
 
     @property
@@ -159,10 +168,12 @@ class Sparsity:
 
     # -- matrices -----------------------------------------------------------------------------
 
-    def blocks(self, compressed: Float[Array, "n s"]) -> linear.Blocks:
-        """Diagonal, down and up blocks from the compressed Jacobian ``J S``."""
+    def blocks(self, compressed: Float[Array, "n s"], hub_rows: Float[Array, "h n"] | None = None) -> linear.Blocks:
+        """Diagonal, down and up blocks from the compressed Jacobian ``J S`` and the rows
+        ``J[self.hub_rows]``."""
         dtype = compressed.dtype
-        parts = jnp.concatenate([compressed.reshape(-1), jnp.zeros((1,), dtype)])[self.reads]
+        flat = [compressed.reshape(-1), jnp.zeros((1,), dtype)] + ([] if hub_rows is None else [hub_rows.reshape(-1)])
+        parts = jnp.concatenate(flat)[self.reads]
         pad = (self._index == self.n)[..., None] & np.eye(self.block_size, dtype=bool)
         return linear.Blocks(parts[0] + jnp.asarray(pad, dtype), parts[1], parts[2])
 
@@ -187,7 +198,16 @@ class Sparsity:
 
             value, cols = jax.vmap(push, in_axes=1, out_axes=(None, 1))(jnp.asarray(seed, leaf.dtype))
             columns.append(cols)
-        return value, self.factor(self.blocks(jnp.concatenate(columns, axis=1)))
+        rows = None
+        if self.hub_rows.size:
+            rows = self._rows(jax.vjp(lambda *p: f(p), *parts)[1], value.dtype)
+        return value, self.factor(self.blocks(jnp.concatenate(columns, axis=1), rows))
+
+    def _rows(self, pullback: Callable, dtype) -> Float[Array, "h n"]:
+        """``J[hub_rows]``, one reverse pass per row, from ``pullback`` (of ``J^T``)."""
+        unit = np.zeros((self.hub_rows.size, self.n))
+        unit[np.arange(self.hub_rows.size), self.hub_rows] = 1.0
+        return jnp.concatenate(jax.tree.leaves(jax.vmap(pullback)(jnp.asarray(unit, dtype))), axis=-1)
 
     def solve(self, factors: linear.BlockFactors, b: Float[Array, " n"], indexed: bool | None = False) -> Float[Array, " n"]:
         """``A^{-1} b`` with the factors of ``A``; ``indexed``: the form of the block solve
@@ -198,7 +218,8 @@ class Sparsity:
         """``J^{-1} y`` for the linear map ``g`` of this structure (``difflie.numerics.newton.implicit_derivatives``)."""
         seeds = jnp.asarray(_block_diagonal(self.seeds), y.dtype)
         compressed = jax.vmap(g, in_axes=1, out_axes=1)(seeds)
-        return self.solve(self.factor(self.blocks(compressed)), y)
+        rows = self._rows(jax.linear_transpose(g, y), y.dtype) if self.hub_rows.size else None
+        return self.solve(self.factor(self.blocks(compressed, rows)), y)
 
 
 def dense(leaves: Sequence[int]) -> Sparsity:
@@ -254,7 +275,8 @@ def block_structure(
     group, parent = _forest(adjacent, levels, np.bincount(node, minlength=num_bodies), block_size)
     index, parent_slot = _layout(group[node], parent)
 
-    colour = _distance2_colouring(adjacent, np.concatenate(levels))
+    hub = adjacent.sum(axis=1) - 1 > _HUB_DEGREE
+    colour = _distance2_colouring(adjacent, np.concatenate(levels), ~hub)
     seeds, seed_col, offset = [], np.empty(n, np.int64), 0
     for start, width in zip(np.cumsum((0,) + leaves[:-1]), leaves):
         nodes = node[start : start + width]
@@ -270,9 +292,12 @@ def block_structure(
         seeds.append(s)
         seed_col[start : start + width] = offset + slot
         offset += s.shape[1]
-    return Sparsity(n, leaves, tuple(seeds), index, parent_slot, seed_col, lambda r, c: adjacent[node[r], node[c]])
+    return Sparsity(n, leaves, tuple(seeds), index, parent_slot, seed_col, lambda r, c: adjacent[node[r], node[c]],
+                    np.flatnonzero(hub[node]))  # fmt: skip
 
 
+# A body with more neighbours than this is a hub: its rows come by reverse-mode derivatives.
+_HUB_DEGREE = 8
 # A leaf group joins its parent, when the parent has other children, up to this many unknowns
 # (a level one group narrower; the Gauss-Jordan inverses' limit, ``linear._GAUSS_JORDAN_MAX``).
 _LEAF_MERGE = 32
@@ -437,13 +462,14 @@ def _bfs(adjacent: np.ndarray, roots: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _distance2_colouring(adjacent: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Greedy colours, distinct for bodies one or two couplings apart (``adjacent`` holds its
-    diagonal, so the rows of a body's neighbours mark every body within two couplings: the
-    neighbours' rows only, where the square of ``adjacent`` took 7 s at 1024 bodies)."""
+def _distance2_colouring(adjacent: np.ndarray, order: np.ndarray, through: np.ndarray) -> np.ndarray:
+    """Greedy colours, distinct for bodies that share a row of a body in ``through`` (one
+    coupling apart, or two by way of such a body). ``adjacent`` holds its diagonal, so the rows
+    of a body's neighbours mark every body within two couplings: the neighbours' rows only,
+    where the square of ``adjacent`` took 7 s at 1024 bodies."""
     colour = np.full(adjacent.shape[0], -1, np.int64)
     for v in order:
-        used = set(colour[adjacent[adjacent[v]].any(axis=0)].tolist())
+        used = set(colour[adjacent[adjacent[v] & through].any(axis=0)].tolist())
         c = 0
         while c in used:
             c += 1
