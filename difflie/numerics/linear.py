@@ -296,19 +296,6 @@ def tangent_solve(g: Callable[[Float[Array, " n"]], Float[Array, " n"]], y: Floa
     return solve(jax.jacfwd(g)(y), y)
 
 
-class _Static:
-    """A NumPy array as a hashable constant (a ``nondiff_argnums`` argument)."""
-
-    def __init__(self, value: np.ndarray):
-        self.value = value
-
-    def __hash__(self):
-        return hash((self.value.shape, self.value.tobytes()))
-
-    def __eq__(self, other):
-        return isinstance(other, _Static) and np.array_equal(self.value, other.value)
-
-
 class Blocks(eqx.Module):
     """A matrix in blocks along a forest of groups of unknowns, by levels (module docstring):
     ``diagonal[k, w]`` is the block of group ``w`` of level ``k``; ``down[k, w]`` its rows and
@@ -379,7 +366,7 @@ def solve_blocks(f: BlockFactors, b: Float[Array, "K *W B"], parent: np.ndarray,
     system (12 % on a Panda). ``indexed=None``: indexed under a ``vmap`` of the factors, the
     scan otherwise (Newton's solves, which take no derivatives)."""
     if indexed is None:
-        return _solve_blocks_by_batch(f, b, _Static(np.asarray(parent)))
+        return _solve_blocks_by_batch(f, b, tuple(map(tuple, np.asarray(parent).tolist())))
     narrow = parent.shape[1] == 1
     if narrow and parent.shape[0] == 1:
         return _dot(f.inverses[0], b[0])[None]
@@ -406,7 +393,8 @@ def solve_blocks(f: BlockFactors, b: Float[Array, "K *W B"], parent: np.ndarray,
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
-def _solve_blocks_by_batch(f: BlockFactors, b: Float[Array, "K *W B"], parent: _Static) -> Float[Array, "K *W B"]:
+def _solve_blocks_by_batch(f: BlockFactors, b: Float[Array, "K *W B"], parent: tuple) -> Float[Array, "K *W B"]:
+    """``parent`` as nested tuples: a hashable ``nondiff_argnums`` argument."""
     return _solve_blocks_by_vmap(f, b, parent)
 
 
@@ -418,17 +406,19 @@ def _solve_blocks_by_batch_jvp(parent, primals, tangents):
     return _solve_blocks_by_batch(f, b, parent), _solve_blocks_by_batch(f, tangents[1], parent)
 
 
-def _solve_blocks_by_vmap(f: BlockFactors, b: Float[Array, "K *W B"], parent: _Static) -> Float[Array, "K *W B"]:
+def _solve_blocks_by_vmap(f: BlockFactors, b: Float[Array, "K *W B"], parent: tuple) -> Float[Array, "K *W B"]:
+    parent = np.asarray(parent)
+
     @jax.custom_batching.custom_vmap
     def solve(f, b):
-        return solve_blocks(f, b, parent.value)
+        return solve_blocks(f, b, parent)
 
     @solve.def_vmap
     def rule(axis_size, in_batched, f, b):
         del axis_size
         in_axes = jax.tree.map(lambda batched: 0 if batched else None, in_batched)
         indexed = any(jax.tree.leaves(in_batched[0]))  # shared factors: the scan does not transpose them
-        return jax.vmap(lambda f, b: solve_blocks(f, b, parent.value, indexed), in_axes=tuple(in_axes))(f, b), True
+        return jax.vmap(lambda f, b: solve_blocks(f, b, parent, indexed), in_axes=tuple(in_axes))(f, b), True
 
     return solve(f, b)
 

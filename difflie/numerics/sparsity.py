@@ -334,7 +334,9 @@ def _forest(adjacent: np.ndarray, levels: list[np.ndarray], unknowns: np.ndarray
     the bodies of the level above that a group acts on join one group (its parent): in a tree
     every body is a group, a loop closure merges the bodies around it level by level. Then a
     group that is its parent's only child is merged into it while the two hold at most
-    ``block_size`` unknowns (a chain of small bodies in fewer, larger blocks)."""
+    ``block_size`` unknowns (a chain of small bodies in fewer, larger blocks), and a leaf whose
+    parent has other children up to ``_LEAF_MERGE`` (a ladder's rung joins its rails: one
+    group to a level, no stack of two)."""
     nb = adjacent.shape[0]
     root = np.arange(nb)
 
@@ -420,7 +422,7 @@ def _layout(group_of: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.nd
         slot[at] = np.arange(at.size)
         by_level.append(at)
     K, W = len(by_level), max(at.size for at in by_level)
-    members = [np.flatnonzero(group_of == g) for g in range(groups)]
+    members = np.split(np.argsort(group_of, kind="stable"), np.cumsum(np.bincount(group_of, minlength=groups))[:-1])
     B = max(m.size for m in members)
     index = np.full((K, W, B), n, np.int64)
     parent_slot = np.full((K, W), W, np.int64)
