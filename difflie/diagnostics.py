@@ -14,6 +14,7 @@ from jaxtyping import Array, Float
 
 from .constraints import jacobians as jac
 from .constraints.formulations import get_formulation
+from .constraints.joints import joint_name
 from .dae import dynamics_residual
 from .lie.ops import mv
 from .results import BodyState
@@ -106,8 +107,6 @@ def joint_reactions(model, ts: Float[Array, " n"], states: BodyState) -> dict[st
     ``k`` of the joint: with gravity and the applied forces they make ``m a`` of every body."""
     if model.num_constraints == 0:
         return {}
-    from .constraints.joints import joint_name
-
     names = [joint_name(n) for n in model.constraint_names]
     groups = list(dict.fromkeys(names))
     member = jnp.asarray(np.array([[n == g for n in names] for g in groups], dtype=float))

@@ -272,7 +272,7 @@ def block_structure(
     carrier = _carriers(row_bodies, level)
     node = np.concatenate([body_unknowns, carrier])
 
-    group, parent = _forest(adjacent, levels, np.bincount(node, minlength=num_bodies), block_size)
+    group, parent = _forest(adjacent, levels, level, np.bincount(node, minlength=num_bodies), block_size)
     index, parent_slot = _layout(group[node], parent)
 
     hub = adjacent.sum(axis=1) - 1 > _HUB_DEGREE
@@ -326,9 +326,10 @@ def _carriers(row_bodies: np.ndarray, level: np.ndarray) -> np.ndarray:
     return np.where(own_i, i, np.where(own_j, j, nearer))
 
 
-def _forest(adjacent: np.ndarray, levels: list[np.ndarray], unknowns: np.ndarray, block_size: int):
+def _forest(adjacent: np.ndarray, levels: list[np.ndarray], level: np.ndarray, unknowns: np.ndarray, block_size: int):
     """Bodies in groups whose couplings form a forest: ``(group of each body, parent group of
-    each group (-1: a root))``, groups numbered ``0 .. g-1``.
+    each group (-1: a root))``, groups numbered ``0 .. g-1``; ``levels``: the bodies of each
+    level, ``level``: the level of each body.
 
     From the deepest level up, bodies of a level that act on each other join one group, and
     the bodies of the level above that a group acts on join one group (its parent): in a tree
@@ -351,15 +352,13 @@ def _forest(adjacent: np.ndarray, levels: list[np.ndarray], unknowns: np.ndarray
         for other in r[1:]:
             root[other] = r[0]
 
-    above = np.zeros(nb, bool)
     for k in range(len(levels) - 1, -1, -1):
         bodies = levels[k]
         for i, b in enumerate(bodies):
             union([b, *bodies[i + 1 :][adjacent[b, bodies[i + 1 :]]]])
         if k == 0:
             break
-        above[:] = False
-        above[levels[k - 1]] = True
+        above = level == k - 1
         members: dict[int, list[int]] = {}
         for b in bodies:
             members.setdefault(find(b), []).append(b)
@@ -370,9 +369,6 @@ def _forest(adjacent: np.ndarray, levels: list[np.ndarray], unknowns: np.ndarray
     group = np.array([find(b) for b in range(nb)])
     reps, group = np.unique(group, return_inverse=True)
     parent = np.full(reps.size, -1)
-    level = np.empty(nb, np.int64)
-    for k, bodies in enumerate(levels):
-        level[bodies] = k
     for g, rep in enumerate(reps):
         bodies = np.flatnonzero(group == g)
         touched = adjacent[bodies].any(axis=0) & (level == level[rep] - 1)
