@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from .hinges import HingeGroups
 from .lie import cross
 from .lie.ops import mtv, mv
 
@@ -207,6 +208,8 @@ class JointForce(AbstractForce):
         prismatic:  q_dot = a . (v_c(P) - v_p(P))                 (velocities of both bodies at P)
 
     where ``P`` is the joint point on the child (``point[k]``, body axes, from the child's COM).
+    Hinges that share a body (``hinges``, ``difflie.hinges.HingeGroups``) use the dual vector
+    ``d_k`` of their group's axes in place of ``a``: ``q_dot = d_k . (w_c - w_p)``, couple ``u d_k``.
     A revolute joint applies the couple ``u a`` to the child and ``-u a`` to the parent; a
     prismatic one the force ``u a`` at ``P`` on the child and ``-u a`` at ``P`` on the parent.
     Both pairs have zero resultant and moment, and deliver the power ``u q_dot`` (so
@@ -222,8 +225,9 @@ class JointForce(AbstractForce):
     point: Float[Array, "nj 3"]
     damping: Float[Array, " nj"]
     torque: Any = None
+    hinges: HingeGroups | None = None
 
-    def __init__(self, parent, child, axis, point=0.0, damping=0.0, torque=None, prismatic=False):
+    def __init__(self, parent, child, axis, point=0.0, damping=0.0, torque=None, prismatic=False, hinges=None):
         self.parent = tuple(int(i) for i in np.atleast_1d(parent))
         self.child = tuple(int(i) for i in np.atleast_1d(child))
         nj = len(self.child)
@@ -237,6 +241,7 @@ class JointForce(AbstractForce):
         self.point = jnp.broadcast_to(jnp.asarray(point, self.axis.dtype), (nj, 3))
         self.damping = jnp.broadcast_to(jnp.asarray(damping, self.axis.dtype), (nj,))
         self.torque = torque
+        self.hinges = hinges
 
     def coupling(self) -> tuple[tuple[int, int], ...]:
         """The (parent, child) body pairs this element couples (ground: -1)."""
@@ -256,6 +261,8 @@ class JointForce(AbstractForce):
         r_ext = jnp.concatenate([r, jnp.zeros((1, 3), dtype)])
         v_ext = jnp.concatenate([rdot, jnp.zeros((1, 3), dtype)])
         a = mv(R_ext[p], self.axis.astype(dtype))
+        if self.hinges is not None:
+            a = self.hinges.directions(R_ext[p], R[chi], a)
         s = mv(R[chi], self.point.astype(dtype))
         lever_p = r[chi] + s - r_ext[p]
         rate_rev = jnp.sum(a * (w_ext[chi] - w_ext[p]), axis=-1)

@@ -15,7 +15,9 @@ and the rates, with world angular velocities ``w = R omega`` and point velocitie
     prismatic:  q_dot = (w_p x R_p a) . d + (R_p a) . (v_c(P_c) - v_p(P_p)),   d = P_c - P_p
 
 Revolute angles are continuous along the saves (unwrapped) and on the branch nearest the initial
-joint positions at the first save. ``link_pose`` gives the world pose of any link of the file
+joint positions at the first save. Two or three hinges about one point of a body (MJCF) are read
+as one relative rotation (``difflie.hinges``: generalised Euler angles, the middle one on the
+branch of the initial joint positions). ``link_pose`` gives the world pose of any link of the file
 (an end effector, a floating base).
 
 The other way, ``forward_kinematics`` places the bodies at joint positions and rates (traced,
@@ -38,6 +40,7 @@ from jaxtyping import Array, Float
 
 from .body import RigidBody
 from .forces import AbstractForce, JointForce
+from .hinges import HingeGroups
 from .lie import SO3, cross
 from .lie.ops import mv, quat_to_matrix
 from .results import BodyState
@@ -53,7 +56,8 @@ class JointSpace(eqx.Module):
     joint positions. ``base`` is the body index of a floating base (``-1``: fixed base).
     ``links`` maps every link of the file to ``(name, body index, pose in that body's frame as
     (x, y, z, qw, qx, qy, qz))`` (merged links included; ground: -1) and ``meshes`` lists
-    ``(link name, mesh file, pose in the link frame)`` for plots.
+    ``(link name, mesh file, pose in the link frame)`` for plots. ``hinges``: the bodies with
+    two or three hinges (``difflie.hinges.HingeGroups``; ``None``: one joint per body).
     """
 
     names: tuple[str, ...] = eqx.field(static=True)
@@ -70,6 +74,7 @@ class JointSpace(eqx.Module):
     base: int = eqx.field(static=True, default=-1)
     links: tuple = eqx.field(static=True, default=())
     meshes: tuple = eqx.field(static=True, default=())
+    hinges: HingeGroups | None = None
 
     @property
     def num_joints(self) -> int:
@@ -141,6 +146,8 @@ def _coordinates(js: JointSpace, com: Float[Array, "nb 3"], solution) -> Float[A
     Mu = mv(M, u)
     theta = jnp.arctan2(jnp.sum(cross(a, u) * Mu, axis=-1), jnp.sum(u * Mu, axis=-1))
     ref = js.reference.astype(dtype)
+    if js.hinges is not None:
+        theta = jnp.where(np.asarray(js.hinges.grouped), js.hinges.angles(M, js.initial.astype(dtype) - ref), theta)
     theta = _unwrap(theta, js.initial.astype(dtype) - ref)
     # prismatic: displacement of the child's joint point along the parent's axis
     d = (o[..., c, :] + mv(Rc, js.child_point.astype(dtype))) - (o[..., p, :] + mv(Rp, js.parent_point.astype(dtype)))
@@ -163,7 +170,8 @@ def _rates(js: JointSpace, com: Float[Array, "nb 3"], solution) -> Float[Array, 
     dtype = o.dtype
     Rp, Rc = R[..., p, :, :], R[..., c, :, :]
     a = mv(Rp, js.axis.astype(dtype))
-    revolute = jnp.sum(a * (w[..., c, :] - w[..., p, :]), axis=-1)
+    d = a if js.hinges is None else js.hinges.directions(Rp, Rc, a)
+    revolute = jnp.sum(d * (w[..., c, :] - w[..., p, :]), axis=-1)
     sp, sc = mv(Rp, js.parent_point.astype(dtype)), mv(Rc, js.child_point.astype(dtype))
     d = (o[..., c, :] + sc) - (o[..., p, :] + sp)
     vp = v[..., p, :] + cross(w[..., p, :], sp)
@@ -207,7 +215,9 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
         prismatic:  R_c = R_p C,  o_c = o_p + R_p (s_p - C s_c + dq axis),
                     w_c = w_p,  v_c = v_p + w_p x (o_c - o_p) + qd a
 
-    The result satisfies the joint constraints to rounding, and ``joint_coordinates`` and
+    A later hinge of a body's group turns the child about its own axis ``C^T axis`` and point
+    ``s_c``, as a joint from the child (as the hinges before it left it) to itself. The result
+    satisfies the joint constraints to rounding, and ``joint_coordinates`` and
     ``joint_velocities`` read ``q`` and ``qd`` back from it."""
     js = _joint_space(model)
     nb = model.num_bodies
@@ -222,6 +232,12 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
     p, c = _indices(js, nb)
     C = js.relative_rotation.astype(dtype)
     axis, sp, sc = js.axis.astype(dtype), js.parent_point.astype(dtype), js.child_point.astype(dtype)
+    if js.hinges is not None:  # later hinges of a group: from the child to itself
+        later = np.asarray(js.hinges.slot) > 0
+        p = np.where(later, c, p)
+        axis = jnp.where(later[:, None], jnp.einsum("kji,kj->ki", C, axis), axis)
+        sp = jnp.where(later[:, None], sc, sp)
+        C = jnp.where(later[:, None, None], jnp.eye(3, dtype=dtype), C)
     a_c = jnp.einsum("kji,kj->ki", C, axis)
     offset = sp - mv(C, sc)
     xs = (jnp.asarray(p), jnp.asarray(c), jnp.asarray(np.asarray(js.prismatic)), q - js.reference.astype(dtype), qd,
@@ -281,7 +297,23 @@ def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | No
     model = eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0, m.joints.initial), model,
                         (s.position, s.rotation, s.velocity, s.angular_velocity, q))  # fmt: skip
     feedback = [k for k, f in enumerate(model.forces) if isinstance(f, JointFeedback)]
-    return eqx.tree_at(lambda m: [m.forces[k].space.initial for k in feedback], model, [q] * len(feedback))
+    model = eqx.tree_at(lambda m: [m.forces[k].space.initial for k in feedback], model, [q] * len(feedback))
+    if model.joints.hinges is None:
+        return model
+    # the side of each middle hinge's axis, which the joint forces take without the angles
+    sign = model.joints.hinges.signs(q - model.joints.reference.astype(q.dtype))
+    return eqx.tree_at(lambda m: [h.sign for h in _hinge_groups(m)], model, [sign] * len(_hinge_groups(model)))
+
+
+def _hinge_groups(model) -> list[HingeGroups]:
+    """Every ``HingeGroups`` of a robot model: its joint space's and its joint forces'."""
+    out = [model.joints.hinges]
+    for f in model.forces:
+        if isinstance(f, JointFeedback):
+            out += [f.space.hinges, f.joint.hinges]
+        elif isinstance(f, JointForce):
+            out.append(f.hinges)
+    return [h for h in out if h is not None]
 
 
 def with_bodies(model, bodies: RigidBody):

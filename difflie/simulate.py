@@ -695,6 +695,8 @@ def simulate(
         raise ValueError(f"simulate: adjoint must be 'checkpointed' or 'forward', got {adjoint!r}")
     if not isinstance(solver, AbstractSolver):
         raise ValueError(f"simulate: solver must be an AbstractSolver, got {type(solver).__name__}")
+    if not isinstance(saveat, SaveAt):
+        raise ValueError(f"simulate: saveat must be a difflie.SaveAt, e.g. SaveAt(ts=times), got {type(saveat).__name__}")
     t0f, t1f = _concrete_float(t0), _concrete_float(t1)
     if t0f is not None and t1f is not None and not t1f > t0f:
         raise ValueError(f"simulate: need t1 > t0, got t0={t0f}, t1={t1f}")

@@ -55,6 +55,9 @@ MODELS = {
     # a robot file (revolute, prismatic and continuous joints, a merged link) with URDF damping,
     # joint torques and a PD controller on its joint state: every force element of a robot
     "robot": Case(lambda: _robot(), 1e-3, 40.0, "gen_alpha", slow=True),
+    # an MJCF body tree on pairs and triples of hinges about one point (difflie.hinges), damped
+    # and driven
+    "hinges": Case(lambda: _hinges(), 1e-3, 10.0, "gen_alpha", slow=True),
 }
 
 
@@ -65,6 +68,14 @@ def _robot() -> dl.Model:
         return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "toy_robot.urdf"),
                              joint_positions={"shoulder": 0.3, "slide": 0.02, "spin": 0.5},
                              joint_torques={"shoulder": "0.5*sin(10*t)"}, joint_feedback=law)  # fmt: skip
+
+def _hinges() -> dl.Model:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RobotModelWarning)  # the geoms' contacts, not modelled
+        return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "hinges.xml"),
+                             joint_positions={"hip_x": 0.4, "hip_z": -0.3, "knee": -0.7, "sh_2": -0.6},
+                             joint_velocities={"waist_z": 0.2, "hip_y": 0.3}, joint_torques={"knee": 0.3})  # fmt: skip
+
 
 SOLVERS = {
     "rkmk4": dl.RKMK4(),

@@ -210,6 +210,8 @@ def test_simulate_option_errors():
         dl.simulate(TOP, dl.RKMK4(), 0.0, 1.0, 5e-324)
     with pytest.raises(ValueError, match=r"makes 1e\+15 steps"):
         dl.simulate(TOP, dl.RKMK4(), 0.0, 1000.0, 1e-12)
+    with pytest.raises(ValueError, match=r"saveat must be a difflie.SaveAt, e.g. SaveAt\(ts=times\), got ndarray"):
+        dl.simulate(TOP, dl.RKMK4(), 0.0, 1.0, 1e-2, saveat=np.linspace(0.1, 1.0, 10))
 
 
 def test_fixed_step_count_is_the_steps_run():

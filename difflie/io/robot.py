@@ -8,6 +8,9 @@ From the compiled body tree:
   a difflie body whose frame is the link frame: ``com`` is the centre of mass in the link frame
   and ``inertia`` the full inertia about it in link axes; the joint becomes a revolute or
   prismatic constraint (5 rows) to its parent;
+- an MJCF body with two or three hinges about one point is one body on a spherical joint
+  (three hinges; 3 rows) or a universal joint that keeps the angle of its axes (two; 4 rows),
+  its hinges read as MuJoCo applies them, one after the other (``difflie.hinges``);
 - a link without a joint (URDF ``fixed``) is merged rigidly into its parent: masses add, the
   COM is the mass-weighted mean and inertias move to it by the parallel-axis theorem
   ``J = sum R_b J_b R_b^T + m_b (|d_b|^2 I - d_b d_b^T)``; links merged into the world are the
@@ -34,6 +37,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,6 +46,7 @@ from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import JointForce, JointTorques
+from ..hinges import HingeGroups
 from ..joint_space import JointFeedback, JointSpace
 from ..model import Model
 from .model_file import ModelFileError
@@ -334,17 +339,13 @@ def load_robot(
     body_names = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joint_names_all = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
 
-    # Joints: one per body at most; hinge, slide or free.
+    # Joints: one per body, or two or three hinges about one point; hinge, slide or free.
     movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
     movable_names = [joint_names_all[j] for j in movable]
     for b in range(1, m.nbody):
         n = int(m.body_jntnum[b])
         if n > 1:
-            names = joint_names_all[m.body_jntadr[b] : m.body_jntadr[b] + n]
-            raise ModelFileError(
-                f"{path}: body {body_names[b]!r} has {n} joints {names}; difflie joins two bodies by one "
-                "joint (split the body, with a small mass between the joints)"
-            )
+            _check_hinges(m, b, path, body_names[b], joint_names_all)
         kind = m.jnt_type[m.body_jntadr[b]] if n else None
         if kind == _BALL:
             raise ModelFileError(f"{path}: joint {joint_names_all[m.body_jntadr[b]]!r} of body {body_names[b]!r} is a ball joint, not supported")
@@ -354,6 +355,10 @@ def load_robot(
     unknown = [k for k in locked if k not in movable_names]
     if unknown:
         raise ValueError(f"load_model: locked_joints names unknown joints {unknown}; movable joints are {movable_names}")
+    for b in range(1, m.nbody):
+        names = joint_names_all[m.body_jntadr[b] : m.body_jntadr[b] + m.body_jntnum[b]]
+        if len(names) > 1 and 0 < sum(k in locked for k in names) < len(names):
+            raise ValueError(f"load_model: locked_joints: the hinges {names} of body {body_names[b]!r} turn about one point; lock all of them or none")
     free_names = [k for k in movable_names if k not in locked]
     q_given = _by_name(joint_positions, movable_names, "joint_positions")
     qd_given = _by_name(joint_velocities, movable_names, "joint_velocities", set(free_names))
@@ -378,14 +383,15 @@ def load_robot(
         j = m.body_jntadr[b] if m.body_jntnum[b] else -1
         par = m.body_parentid[b]
         Rb, pb = R_rel[b], p_rel[b]
-        if j >= 0 and joint_names_all[j] in locked:  # welded at its given position
-            dq = q_of.get(joint_names_all[j], m.qpos0[m.jnt_qposadr[j]]) - m.qpos0[m.jnt_qposadr[j]]
-            if m.jnt_type[j] == _HINGE:
-                pivot = m.jnt_pos[j]
-                Rj = _rot(m.jnt_axis[j], dq)
-                pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
-            else:
-                pb = pb + dq * (Rb @ m.jnt_axis[j])
+        if j >= 0 and joint_names_all[j] in locked:  # welded at its given positions
+            for i in range(j, j + m.body_jntnum[b]):
+                dq = q_of.get(joint_names_all[i], m.qpos0[m.jnt_qposadr[i]]) - m.qpos0[m.jnt_qposadr[i]]
+                if m.jnt_type[i] == _HINGE:
+                    pivot = m.jnt_pos[i]
+                    Rj = _rot(m.jnt_axis[i], dq)
+                    pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
+                else:
+                    pb = pb + dq * (Rb @ m.jnt_axis[i])
             j = -1
         if j < 0:
             rep[b] = rep[par]
@@ -426,30 +432,32 @@ def load_robot(
         if not np.linalg.eigvalsh(inertia_g[k])[0] > 0:
             raise ModelFileError(f"{path}: link {body_names[b]!r} has an inertia that is not positive definite")
 
-    # Joints: parent body, points and axes at the reference configuration (q = qpos0).
+    # Joints: parent body, points and axes at the reference configuration (q = qpos0); the
+    # hinges of one body in order, slot 0 (first), 1 (middle of three), 2 (last).
     jinfo = []
     for k, b in enumerate(groups):
         if kind_of[b] == _FREE:
             continue
-        j = m.body_jntadr[b]
         par = m.body_parentid[b]
         R_pb = R_in[par] @ R_rel[b]  # link b in its parent group's frame
         p_pb = R_in[par] @ p_rel[b] + p_in[par]
-        s_c = np.asarray(m.jnt_pos[j], float)
-        a_c = np.asarray(m.jnt_axis[j], float) / np.linalg.norm(m.jnt_axis[j])
-        jinfo.append(
-            dict(
-                name=joint_names_all[j], joint=j, parent=body_of[par], child=k, prismatic=kind_of[b] == _SLIDE,
-                s_p=p_pb + R_pb @ s_c, a_p=R_pb @ a_c, s_c=s_c, a_c=a_c, C=R_pb, p_pb=p_pb,
-                ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
-            )
-        )  # fmt: skip
+        n = int(m.body_jntnum[b])
+        for i, j in enumerate(range(m.body_jntadr[b], m.body_jntadr[b] + n)):
+            s_c = np.asarray(m.jnt_pos[j], float)
+            a_c = np.asarray(m.jnt_axis[j], float) / np.linalg.norm(m.jnt_axis[j])
+            jinfo.append(
+                dict(
+                    name=joint_names_all[j], joint=j, parent=body_of[par], child=k, prismatic=kind_of[b] == _SLIDE,
+                    s_p=p_pb + R_pb @ s_c, a_p=R_pb @ a_c, s_c=s_c, a_c=a_c, C=R_pb, p_pb=p_pb,
+                    ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
+                    slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
+                )
+            )  # fmt: skip
     joint_names = [ji["name"] for ji in jinfo]  # MuJoCo's tree order (the file's), locked ones out
 
     # Forward kinematics: origin o, rotation R, world velocities of the origin and angular.
     R_w, o_w = np.zeros((nb, 3, 3)), np.zeros((nb, 3))
     v_w, w_w = np.zeros((nb, 3)), np.zeros((nb, 3))
-    by_child = {ji["child"]: ji for ji in jinfo}
     base = -1
     for k, b in enumerate(groups):
         if kind_of[b] == _FREE:
@@ -461,21 +469,23 @@ def load_robot(
                 except (TypeError, ValueError):
                     raise ValueError(f"load_model: base_velocity must be a pair (v (3,), omega (3,)), got {base_velocity!r}") from None
                 v_w[k], w_w[k] = v, R_w[k] @ w
-            continue
-        ji = by_child[k]
-        P = ji["parent"]
-        RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P], o_w[P], v_w[P], w_w[P])
+    for ji in jinfo:  # parents first; a later hinge turns its child from where the one before left it
+        k = ji["child"]
+        P, C_j, a_p, s_p = ji["parent"], ji["C"], ji["a_p"], ji["s_p"]
+        if ji["slot"] > 0:
+            P, C_j, a_p, s_p = k, np.eye(3), ji["a_c"], ji["s_c"]
+        RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P].copy(), o_w[P].copy(), v_w[P].copy(), w_w[P].copy())
         dq = q_of.get(ji["name"], ji["ref"]) - ji["ref"]
         qd = qd_of.get(ji["name"], 0.0)
-        a = RP @ ji["a_p"]
+        a = RP @ a_p
         if ji["prismatic"]:
-            R_w[k] = RP @ ji["C"]
-            o_w[k] = oP + RP @ (ji["p_pb"] + dq * ji["a_p"])
+            R_w[k] = RP @ C_j
+            o_w[k] = oP + RP @ (ji["p_pb"] + dq * a_p)
             w_w[k] = wP
             v_w[k] = vP + np.cross(wP, o_w[k] - oP) + qd * a
         else:
-            R_w[k] = RP @ ji["C"] @ _rot(ji["a_c"], dq)
-            pivot = oP + RP @ ji["s_p"]
+            R_w[k] = RP @ C_j @ _rot(ji["a_c"], dq)
+            pivot = oP + RP @ s_p
             o_w[k] = pivot - R_w[k] @ ji["s_c"]
             w_w[k] = wP + qd * a
             v_w[k] = vP + np.cross(wP, o_w[k] - oP) + qd * np.cross(a, o_w[k] - pivot)
@@ -489,7 +499,15 @@ def load_robot(
     rows = []
     for ji in jinfo:
         P, K = ji["parent"], ji["child"]
-        if ji["prismatic"]:
+        if ji["size"] > 1:
+            if ji["slot"] == 0:  # one point; a pair also keeps the angle of its two axes
+                group = jinfo[ji["group"] : ji["group"] + ji["size"]]
+                name = "+".join(g["name"] for g in group)
+                rows += C.spherical(P, ji["s_p"], K, ji["s_c"], name=name)
+                if ji["size"] == 2:
+                    a_last = group[-1]["a_c"]
+                    rows.append(C.dp1(P, ji["a_p"], K, a_last, float(ji["a_c"] @ a_last), name=f"{name}_DP1"))
+        elif ji["prismatic"]:
             u = _normal(ji["a_p"])
             ref_j = ji["C"].T @ np.cross(ji["a_p"], u)
             rows += C.prismatic(P, ji["s_p"], ji["a_p"], K, ji["s_c"], ji["a_c"], u, ref_j, name=ji["name"])
@@ -506,6 +524,7 @@ def load_robot(
         axis=jnp.asarray(np.stack([ji["a_p"] for ji in jinfo])) if jinfo else None,
         point=jnp.asarray(np.stack([ji["s_c"] - com[ji["child"]] for ji in jinfo])) if jinfo else None,
         prismatic=[ji["prismatic"] for ji in jinfo],
+        hinges=_hinge_groups(jinfo, q_of),
     )
     if jinfo and (np.any(damping != 0) or torque is not None):
         forces.append(JointForce(**geometry, damping=jnp.asarray(damping), torque=torque))
@@ -531,6 +550,7 @@ def load_robot(
         base=base,
         links=links,
         meshes=mesh_list,
+        hinges=geometry["hinges"],
     )
     if joint_feedback is not None:
         law = _feedback_law(joint_feedback, len(jinfo))
@@ -552,6 +572,47 @@ def load_robot(
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
     return model
+
+
+def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
+    """A body with several joints: two or three hinges about one point, their axes independent."""
+    js = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+    names = [joint_names[j] for j in js]
+    what = f"{path}: body {body!r} has the joints {names}"
+    if len(js) > 3 or any(m.jnt_type[j] != _HINGE for j in js):
+        raise ModelFileError(f"{what}; difflie reads two or three hinges about one point as one joint, not {[_KIND[int(m.jnt_type[j])] for j in js]}")
+    pos = np.array([m.jnt_pos[j] for j in js])
+    if np.abs(pos - pos[0]).max() > 1e-9 * max(1.0, np.abs(pos).max()):
+        raise ModelFileError(f"{what} at different points {pos.tolist()}; difflie reads hinges of one body about one point only (split the body)")
+    axes = np.array([m.jnt_axis[j] / np.linalg.norm(m.jnt_axis[j]) for j in js])
+    first_last = np.linalg.norm(np.cross(axes[0], axes[-1]))
+    if first_last < 1e-6 or (len(js) == 3 and abs(np.linalg.det(axes)) < 1e-6):
+        raise ModelFileError(f"{what} with dependent axes {axes.tolist()} at the reference pose (gimbal lock)")
+
+
+def _hinge_groups(jinfo: list[dict], q_of: Mapping[str, float]) -> HingeGroups | None:
+    """The ``HingeGroups`` of the bodies with several hinges (``None``: none has)."""
+    if not any(ji["size"] > 1 for ji in jinfo):
+        return None
+    axes, last = [], []
+    for ji in jinfo:
+        if ji["size"] > 1:
+            group = jinfo[ji["group"] : ji["group"] + ji["size"]]
+            a1, a3 = group[0]["a_p"], group[-1]["a_p"]
+            a2 = group[1]["a_p"] if ji["size"] == 3 else np.cross(a1, a3) / np.linalg.norm(np.cross(a1, a3))
+            axes.append(np.stack([a1, a2, a3]))
+            last.append(group[-1]["a_c"])
+        else:  # alone on its body: the frame (a, a x u, u) of its axis, unused
+            a, u = ji["a_p"], _normal(ji["a_p"])
+            axes.append(np.stack([a, np.cross(a, u), u]))
+            last.append(ji["C"].T @ u)
+    middle = tuple(ji["group"] + 1 if ji["size"] == 3 else -1 for ji in jinfo)
+    hinges = HingeGroups(
+        slot=tuple(ji["slot"] for ji in jinfo), middle=middle, grouped=tuple(ji["size"] > 1 for ji in jinfo),
+        axes=jnp.asarray(np.stack(axes)), last=jnp.asarray(np.stack(last)), sign=jnp.ones(len(jinfo)),
+    )  # fmt: skip
+    q = jnp.asarray([q_of.get(ji["name"], ji["ref"]) - ji["ref"] for ji in jinfo])
+    return eqx.tree_at(lambda h: h.sign, hinges, hinges.signs(q))
 
 
 def _checked(fn, what: str, shape: tuple[int, ...], nj: int | None = None, per: str = ""):
