@@ -51,6 +51,7 @@ from .joint_space import joint_coordinates as joint_coordinates, joint_velocitie
 from .simulate import (
     ConstantStepSize as ConstantStepSize,
     PIDController as PIDController,
+    ReducingStepSize as ReducingStepSize,
     SaveAt as SaveAt,
     SimulationError as SimulationError,
     Solution as Solution,

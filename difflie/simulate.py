@@ -82,6 +82,34 @@ class PIDController(eqx.Module):
             raise ValueError(f"PIDController: dtmin = {dtmin} exceeds dtmax = {dtmax}")
 
 
+class ReducingStepSize(eqx.Module):
+    """Steps of ``dt`` that shrink where the step fails and grow back, as Exudyn's
+    ``adaptiveStep`` does for its implicit solvers: a step whose Newton iteration does not converge,
+    or whose state is not finite, is retried at ``decrease * dt``; after ``recovery_steps``
+    accepted steps in a row the step grows by ``increase``, up to the ``dt`` given to
+    ``simulate``. No error estimate: for any solver. A failed step at ``dtmin`` (or below ``4 eps
+    max(|t|, t1 - t0)``) stops the simulation with ``RESULTS.dt_underflow``;
+    ``Solution.stats.rejected_steps`` counts the retried steps.
+    """
+
+    decrease: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.5)
+    increase: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=2.0)
+    recovery_steps: int = eqx.field(static=True, default=10)
+    dtmin: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
+
+    def __check_init__(self):
+        decrease, increase = _concrete_float(self.decrease), _concrete_float(self.increase)
+        if decrease is not None and not 0 < decrease < 1:
+            raise ValueError(f"ReducingStepSize: decrease must lie in (0, 1), got {decrease}")
+        if increase is not None and not increase >= 1:
+            raise ValueError(f"ReducingStepSize: increase must be >= 1, got {increase}")
+        if not (isinstance(self.recovery_steps, int) and self.recovery_steps >= 1):
+            raise ValueError(f"ReducingStepSize: recovery_steps must be an int >= 1, got {self.recovery_steps!r}")
+        dtmin = _concrete_float(self.dtmin)
+        if dtmin is not None and not dtmin >= 0:
+            raise ValueError(f"ReducingStepSize: dtmin must be >= 0, got {dtmin}")
+
+
 class SimulationError(RuntimeError):
     """An unsuccessful ``simulate`` with ``throw=True``, outside ``jit``: the message names
     the reason, the step and its time (``Solution.failure_message``)."""
@@ -160,7 +188,10 @@ class Solution(eqx.Module):
         if self.result == RESULTS.newton_failed:
             return f"{what} {where}: residual {float(s.failure_residual):.3e} after {int(s.failure_iterations)} iterations"
         if self.result == RESULTS.dt_underflow:
-            return f"{what} {where}, after {int(s.steps)} accepted and {int(s.rejected_steps)} rejected steps"
+            last = ""
+            if math.isfinite(float(s.failure_residual)):  # an implicit step that failed at every size
+                last = f"; the last try's Newton residual {float(s.failure_residual):.3e} after {int(s.failure_iterations)} iterations"
+            return f"{what} {where}, after {int(s.steps)} accepted and {int(s.rejected_steps)} rejected steps{last}"
         if self.result == RESULTS.max_steps_reached:
             return f"{what}: stopped at t = {float(s.failure_time):.6g} s after {int(s.steps)} steps"
         return f"{what} {where}"
@@ -504,7 +535,8 @@ class _Carry(eqx.Module):
     y: object
     state: object
     dt: Array
-    inv_errs: Array  # 1/err of the last two accepted steps
+    inv_errs: Array  # PIDController: 1/err of the last two accepted steps
+    streak: Array  # ReducingStepSize: steps accepted since the step last changed
     accepted: Array
     rejected: Array
     evals: Array
@@ -516,15 +548,31 @@ class _Carry(eqx.Module):
     buf_s: BodyState
 
 
+def _pid(c: PIDController, k: int, err, dt, inv_errs):
+    """``(next step, accept, 1/err of the last two accepted steps)`` of the PID controller."""
+    b1, b2, b3 = c.pcoeff + c.icoeff + c.dcoeff, -(c.pcoeff + 2 * c.dcoeff), c.dcoeff
+    finite = jnp.isfinite(err)
+    accept = finite & (err <= 1)
+    inv = 1 / jnp.maximum(jnp.where(finite, err, 1.0), 1e-10)
+    factor = c.safety * inv ** (b1 / k) * inv_errs[0] ** (b2 / k) * inv_errs[1] ** (b3 / k)
+    factor = jnp.where(finite, factor, c.factormin)
+    factor = jnp.where(accept, factor, jnp.minimum(factor, 1.0))
+    factor = jnp.clip(factor, c.factormin, c.factormax)
+    return jnp.clip(dt * factor, c.dtmin, c.dtmax), accept, jnp.where(accept, jnp.stack([inv, inv_errs[0]]), inv_errs)
+
+
+def _all_finite(tree) -> Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if eqx.is_inexact_array(x)]))
+
+
 @eqx.filter_jit
 def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, progress, start):
     y0, state0 = solver.init(model, t0, dt0) if start is None else start
     obs0 = solver.observe(model, y0)
     dtype = t0.dtype
     zero = jnp.asarray(0, jnp.int32)
-    k = solver.order
     c = controller
-    b1, b2, b3 = c.pcoeff + c.icoeff + c.dcoeff, -(c.pcoeff + 2 * c.dcoeff), c.dcoeff
+    reducing = isinstance(c, ReducingStepSize)
     if saveat.steps:
         nbuf = max_steps + 1
         save_ts = None
@@ -561,18 +609,19 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
         t_next = jnp.where(carry.t + carry.dt >= goal, goal, carry.t + carry.dt)
         dt = t_next - carry.t
         y1, y_err, state1, st, res = solver.step(model, carry.t, t_next, carry.y, carry.state)
-        err = solver.error_norm(carry.y, y1, y_err, c.rtol, c.atol)
-        finite = jnp.isfinite(err)
-        accept = finite & (err <= 1)
-        inv = 1 / jnp.maximum(jnp.where(finite, err, 1.0), 1e-10)
-        factor = c.safety * inv ** (b1 / k) * carry.inv_errs[0] ** (b2 / k) * carry.inv_errs[1] ** (b3 / k)
-        factor = jnp.where(finite, factor, c.factormin)
-        factor = jnp.where(accept, factor, jnp.minimum(factor, 1.0))
-        factor = jnp.clip(factor, c.factormin, c.factormax)
-        dt_new = jnp.clip(dt * factor, c.dtmin, c.dtmax)
+        if reducing:
+            accept = (res == RESULTS.successful) & _all_finite(y1)
+            grow = accept & (carry.streak + 1 >= c.recovery_steps) & (carry.dt < dt0)
+            dt_new = jnp.where(accept, jnp.where(grow, jnp.minimum(carry.dt * c.increase, dt0), carry.dt), dt * c.decrease)
+            dt_new = jnp.maximum(dt_new, c.dtmin)
+            streak = jnp.where(accept & ~grow, carry.streak + 1, 0)
+            inv_errs = carry.inv_errs
+        else:
+            dt_new, accept, inv_errs = _pid(c, solver.order, solver.error_norm(carry.y, y1, y_err, c.rtol, c.atol), dt, carry.inv_errs)
+            streak = carry.streak
         # A rejected step at dtmin, or too small to move t in floating point, cannot progress.
         floor = jnp.maximum(c.dtmin, 4 * jnp.finfo(dtype).eps * jnp.maximum(jnp.abs(carry.t), t1 - t0))
-        underflow = ~accept & (dt <= floor)
+        underflow = ~accept & (dt <= floor * (1 + 1e-9))  # a step at dtmin, to rounding
         new = RESULTS.where(underflow, RESULTS.dt_underflow, RESULTS.where(accept, res, RESULTS.successful))
         result = _first_failure(carry.result, new)
         failure = carry.failure.record(carry.result, new, carry.accepted, carry.t, st)
@@ -582,7 +631,6 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
         t = jnp.where(accept, t_next, carry.t)
         y = _select(accept, y1, carry.y)
         state = _select(accept, state1, carry.state)
-        inv_errs = jnp.where(accept, jnp.stack([inv, carry.inv_errs[0]]), carry.inv_errs)
         buf_t_, buf_s_, save_next = carry.buf_t, carry.buf_s, carry.save_next
         if saveat.steps or save_ts is not None:
             idx = jnp.minimum(save_next, nbuf - 1)
@@ -596,7 +644,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
             )
             save_next = jnp.where(pred, save_next + 1, save_next)
         return _Carry(
-            t, y, state, dt_new, inv_errs,
+            t, y, state, dt_new, inv_errs, streak,
             carry.accepted + accept, carry.rejected + (~accept),
             carry.evals + st.evaluations, carry.newton + st.newton_iterations,
             result, failure, save_next, buf_t_, buf_s_,
@@ -607,7 +655,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
     result0 = _finite_or_fail(y0, RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite))
     failure0 = _Failure.none(dtype).record(RESULTS.successful, result0, 0, t0, None)
     init = _Carry(
-        t0, y0, state0, jnp.asarray(dt0, dtype), jnp.ones(2, dtype), zero, zero, zero, zero,
+        t0, y0, state0, jnp.asarray(dt0, dtype), jnp.ones(2, dtype), zero, zero, zero, zero, zero,
         result0, failure0, save_next, buf_t, buf_s,
     )  # fmt: skip
     buffers = (lambda cr: (cr.buf_t, cr.buf_s)) if (saveat.steps or save_ts is not None) else None
@@ -644,7 +692,7 @@ def simulate(
     dt: ArrayLike,
     *,
     saveat: SaveAt = SaveAt(t1=True),
-    stepsize_controller: ConstantStepSize | PIDController = ConstantStepSize(),
+    stepsize_controller: ConstantStepSize | PIDController | ReducingStepSize = ConstantStepSize(),
     max_steps: int = 100_000,
     n_steps: int | None = None,
     checkpoint: bool | str = True,
@@ -657,7 +705,8 @@ def simulate(
 
     ``dt`` is the fixed step (``ConstantStepSize``; ``n_steps`` overrides it when the times are
     traced) or the initial step of an adaptive run (``PIDController``, bounded by
-    ``max_steps`` attempted steps). Fixed steps with ``SaveAt(ts=...)`` add the save times
+    ``max_steps`` attempted steps), or the largest step of a ``ReducingStepSize`` run (fixed
+    steps retried smaller where they fail; also bounded by ``max_steps``). Fixed steps with ``SaveAt(ts=...)`` add the save times
     that are off the uniform grid as step ends. ``checkpoint`` (fixed steps) sets what reverse
     mode keeps: ``True`` nests the scan in rematerialised chunks of ~sqrt(n) steps, ``O(sqrt n)``
     states; ``"steps"`` one state per step (``O(n)`` memory, each step recomputed once: the
@@ -721,9 +770,9 @@ def simulate(
         model.check_finite()
     dtype = jnp.result_type(*(x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)))
     t0a, t1a, dta = (jnp.asarray(x, dtype) for x in (t0, t1, dt))
-    if isinstance(stepsize_controller, PIDController):
-        if not solver.adaptive:
-            raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize")
+    if isinstance(stepsize_controller, (PIDController, ReducingStepSize)):
+        if isinstance(stepsize_controller, PIDController) and not solver.adaptive:
+            raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize or ReducingStepSize")
         if not (isinstance(max_steps, int) and 1 <= max_steps <= MAX_STEPS):
             raise ValueError(f"simulate: max_steps must be an int in [1, {MAX_STEPS}], got {max_steps!r}")
         dt0 = _concrete_float(dt)

@@ -136,3 +136,44 @@ def test_redundant_constraints_are_named():
     model = connect(free, joints)
     assert model.num_constraints == 17
     assert dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3).result == dl.RESULTS.successful
+
+
+def test_reducing_step_size_retries_failed_newton_steps():
+    """``ReducingStepSize``: the heavy top at h = 1e-2 (1.5 rad of spin per step), where a fixed
+    step's Newton iteration fails at t = 0.06 s, runs to t1 on halved steps that grow back to
+    1e-2, every accepted step a converged one (the pivot held); where no step fails it is the
+    fixed-step run; a step that fails at ``dtmin`` stops, naming the last Newton residual."""
+    solver, reducing = dl.GeneralizedAlpha(), dl.ReducingStepSize()
+    assert dl.simulate(TOP, solver, 0.0, 0.5, 1e-2, throw=False).result == dl.RESULTS.newton_failed
+    sol = dl.simulate(TOP, solver, 0.0, 0.5, 1e-2, stepsize_controller=reducing, saveat=dl.SaveAt(steps=True), max_steps=4096)
+    n = int(sol.stats.steps)
+    assert int(sol.stats.rejected_steps) > 0 and float(sol.ts[n]) == 0.5
+    dts = np.diff(np.asarray(sol.ts[: n + 1]))
+    halvings = np.log2(1e-2 / dts[:-1])  # the last step ends at t1
+    np.testing.assert_allclose(halvings, np.round(halvings), atol=1e-6)
+    assert dts.max() <= 1e-2 * (1 + 1e-12) and np.any(np.diff(halvings) < 0)  # it grows back
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(sol.position[: n + 1, 0]), axis=-1), 1.0, atol=1e-9)
+    fixed, same = (dl.simulate(TOP, solver, 0.0, 0.05, 1e-3, stepsize_controller=c) for c in (dl.ConstantStepSize(), reducing))
+    assert int(same.stats.rejected_steps) == 0 and int(same.stats.steps) == 50
+    np.testing.assert_allclose(same.position, fixed.position, atol=1e-13)
+    with pytest.raises(dl.SimulationError, match=r"step size underflow .* rejected steps; the last try's Newton residual .* after \d+ iterations"):
+        dl.simulate(TOP, solver, 0.0, 0.5, 1e-2, stepsize_controller=dl.ReducingStepSize(dtmin=5e-3))
+    with pytest.raises(ValueError, match=r"decrease must lie in \(0, 1\), got 1.5"):
+        dl.ReducingStepSize(decrease=1.5)
+
+
+def test_reducing_step_size_gradient_matches_finite_differences():
+    """Reverse mode through retried steps (the heavy top at h = 1e-2 over 0.1 s, several steps
+    rejected): the gradient of the COM's final x with respect to gravity is the central
+    difference's, the accept pattern being the same for both."""
+
+    def final_x(g):
+        m = eqx.tree_at(lambda m: m.gravity, TOP, g)
+        sol = dl.simulate(m, dl.GeneralizedAlpha(), 0.0, 0.1, 1e-2, stepsize_controller=dl.ReducingStepSize(), max_steps=256)
+        return sol.position[-1, 0, 0], sol.stats.rejected_steps
+
+    g0 = jnp.asarray(TOP.gravity)
+    assert int(final_x(g0)[1]) > 0
+    grad = jax.grad(lambda g: final_x(g)[0])(g0)
+    fd = [(final_x(g0.at[i].add(1e-6))[0] - final_x(g0.at[i].add(-1e-6))[0]) / 2e-6 for i in range(3)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-9)
