@@ -287,6 +287,17 @@ class JointFeedback(AbstractForce):
         return self.joint.apply(lambda qd: self.law(t, q, qd), r, R, rdot, omega)  # qd: the joint's rates
 
 
+class JointSpring(eqx.Module):
+    """Linear joint springs ``u = -stiffness (q - rest)`` (MJCF joint ``stiffness`` about
+    ``springref``), a ``JointFeedback`` law; both arrays ``(nj,)`` are leaves."""
+
+    stiffness: Float[Array, " nj"]
+    rest: Float[Array, " nj"]
+
+    def __call__(self, t, q, qd):
+        return -self.stiffness.astype(q.dtype) * (q - self.rest.astype(q.dtype))
+
+
 def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None):
     """``model`` with its initial state at joint positions ``q`` and rates ``qd`` (see
     ``forward_kinematics``; ``joint_coordinates`` then reads revolute angles on the
@@ -365,6 +376,7 @@ class LinearInterpolation(eqx.Module):
 
 __all__ = [
     "JointFeedback",
+    "JointSpring",
     "JointSpace",
     "LinearInterpolation",
     "forward_kinematics",

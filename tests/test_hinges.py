@@ -19,7 +19,8 @@ from difflie.io import ModelFileError, RobotModelWarning
 mujoco = pytest.importorskip("mujoco")
 
 # A pelvis hung from the world by a pair of hinges, a leg with a hip of three perpendicular
-# hinges, a knee and an ankle pair of oblique axes, and an arm on three skew hinges.
+# hinges, a knee and an ankle pair of oblique axes, and an arm on three skew hinges; damping
+# and springs on some of them.
 HINGES_MJCF = (pathlib.Path(__file__).resolve().parent / "data" / "hinges.xml").read_text(encoding="utf-8")
 
 Q0 = dict(waist_z=0.3, waist_y=-0.2, hip_x=0.4, hip_z=-0.3, hip_y=0.5, knee=-0.7, ankle_a=0.3, ankle_b=-0.4, sh_1=0.5, sh_2=-0.6, sh_3=0.7)
@@ -103,9 +104,10 @@ def test_joint_space_maps_of_hinge_groups_are_inverse(path):
 
 
 def test_hinge_groups_follow_mujoco(path):
-    """Passive, damped and driven by constant joint torques for 0.3 s: generalized-alpha's joint
-    angles converge to MuJoCo's RK4 trajectory at second order (error ratio 4 for half the step),
-    so the hinges' kinematics, their torques and their damping are MuJoCo's."""
+    """Passive, damped, on joint springs and driven by constant joint torques for 0.3 s:
+    generalized-alpha's joint angles converge to MuJoCo's RK4 trajectory at second order (error
+    ratio 4 for half the step), so the hinges' kinematics, their torques, damping and springs
+    (``stiffness`` about ``springref``) are MuJoCo's."""
     T, saves = 0.3, np.linspace(0.03, 0.3, 10)
     model = _load(path, joint_positions=Q0, joint_velocities=QD0, joint_torques=TAU)
     m, d = _mujoco(path, Q0, QD0, TAU)
@@ -119,7 +121,7 @@ def test_hinge_groups_follow_mujoco(path):
     for h in (1e-3, 5e-4):
         sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, T, h, saveat=dl.SaveAt(ts=jnp.asarray(saves)))
         errors.append(float(np.abs(np.asarray(dl.joint_coordinates(model, sol)) - np.array(ref)).max()))
-    assert errors[1] < 1e-4, errors
+    assert errors[1] < 3e-4, errors  # 1.7e-4 rad; a wrong force or frame gives no ratio of 4
     assert 3.5 < errors[0] / errors[1] < 4.5, errors
 
 

@@ -18,9 +18,10 @@ From the compiled body tree:
 - a free joint (MJCF) or ``floating_base=True`` (URDF, which has no notation for it: like
   Pinocchio and MuJoCo, a URDF's root link is fixed unless asked) gives a floating base: no
   constraint;
-- URDF ``<dynamics damping>`` and MJCF joint ``damping`` become viscous joint damping, and
+- URDF ``<dynamics damping>`` and MJCF joint ``damping`` become viscous joint damping, MJCF
+  joint ``stiffness`` (about ``springref``) linear joint springs (``JointSpring``), and
   ``joint_torques`` the actuation (``JointForce``);
-- what is not modelled (joint limits, friction, armature, springs, contacts, tendons, equality
+- what is not modelled (joint limits, friction, armature, contacts, tendons, equality
   constraints such as URDF ``mimic``, actuators) is named in one ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
@@ -47,7 +48,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import JointForce, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import JointFeedback, JointSpace
+from ..joint_space import JointFeedback, JointSpace, JointSpring
 from ..model import Model
 from .model_file import ModelFileError
 
@@ -228,7 +229,7 @@ def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
     count("joint limits", sum(int(m.jnt_limited[j]) for j in movable))
     count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
     count("armature", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt)))
-    count("joint springs", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt)))
+    count("springs of ball and free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if j not in movable))
     if collision:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
     if m.ntendon:
@@ -450,6 +451,7 @@ def load_robot(
                     name=joint_names_all[j], joint=j, parent=body_of[par], child=k, prismatic=kind_of[b] == _SLIDE,
                     s_p=p_pb + R_pb @ s_c, a_p=R_pb @ a_c, s_c=s_c, a_c=a_c, C=R_pb, p_pb=p_pb,
                     ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
+                    stiffness=float(m.jnt_stiffness[j]), spring=float(m.qpos_spring[m.jnt_qposadr[j]]),
                     slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
                 )
             )  # fmt: skip
@@ -555,6 +557,10 @@ def load_robot(
     if joint_feedback is not None:
         law = _feedback_law(joint_feedback, len(jinfo))
         forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
+    stiffness = np.array([ji["stiffness"] for ji in jinfo])
+    if np.any(stiffness != 0):
+        spring = JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo])))
+        forces.append(JointFeedback(spring, space, jnp.asarray(com), JointForce(**geometry)))
     g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
