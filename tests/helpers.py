@@ -1,5 +1,6 @@
 """Models shared by several test files (imported as ``helpers``: pytest puts tests/ on the path)."""
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -56,3 +57,15 @@ def as_model(constraints, com):
     from types import SimpleNamespace
 
     return SimpleNamespace(bodies=SimpleNamespace(com=com), constraint_residual=constraints.residual)
+
+
+def robot_file(suffix: str) -> str | None:
+    """Path of a file shipped by ``example-robot-data`` (under its install prefix)."""
+    try:
+        files = importlib.metadata.files("example-robot-data") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f).endswith(suffix):
+            return str(f.locate())
+    return None

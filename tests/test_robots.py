@@ -10,7 +10,6 @@ The loader tests use small files written here; the Pinocchio comparisons need ``
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import math
 import pathlib
 import warnings
@@ -24,7 +23,7 @@ import pytest
 import difflie as dl
 from difflie.forces import JointForce
 from difflie.io import ModelFileError, RobotModelWarning
-from helpers import PD
+from helpers import PD, robot_file
 
 # -- small files -------------------------------------------------------------------------------
 
@@ -296,23 +295,11 @@ def test_locked_joints_merge_at_their_position(tmp_path):
 # -- the Franka Panda against Pinocchio ---------------------------------------------------------
 
 
-def _robot_file(suffix: str) -> str | None:
-    """Path of a file shipped by ``example-robot-data`` (under its install prefix)."""
-    try:
-        files = importlib.metadata.files("example-robot-data") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if str(f).endswith(suffix):
-            return str(f.locate())
-    return None
-
-
 try:
     import pinocchio as pin
 except ImportError:  # pragma: no cover - depends on the environment
     pin = None
-PANDA = _robot_file("panda_description/urdf/panda.urdf")
+PANDA = robot_file("panda_description/urdf/panda.urdf")
 needs_pinocchio = pytest.mark.skipif(
     pin is None or PANDA is None,
     reason="the Pinocchio comparisons need `pin` and `example-robot-data` (pip install -e '.[test]')",
@@ -384,7 +371,7 @@ def _difflie_run(model, solver, t1, h, ts):
     return np.asarray(dl.joint_coordinates(model, sol))
 
 
-G1 = _robot_file("g1_description/urdf/g1_29dof_rev_1_0.urdf")
+G1 = robot_file("g1_description/urdf/g1_29dof_rev_1_0.urdf")
 
 
 def _compare_kinematics(model, pm, q, v, base_joint=None):

@@ -24,6 +24,8 @@ All Newton iterations (implicit steps, kinematic analysis, assembly) are one loo
 ``difflie.numerics.newton.newton_iterate``, with derivatives by the implicit-function theorem.
 
 A solver that cannot take a model raises ``ValueError`` naming why before anything runs.
+``equilibrium`` (``statics``) finds a model's static equilibrium on a generalized-alpha step's
+unknowns, with the same Newton and linear solves.
 """
 
 from ..results import RESULTS as RESULTS, BodyState as BodyState

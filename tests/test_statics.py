@@ -1,0 +1,104 @@
+"""Static equilibrium (:func:`difflie.equilibrium`): hanging chains, trees and loops against
+their obvious equilibria, a free body on a spring against the force and moment balance by
+hand, the Franka Panda on a PD controller against Pinocchio's gravity torques (Carpentier et
+al., 2019), and derivatives by the implicit-function theorem against central differences."""
+
+from __future__ import annotations
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import difflie as dl
+from difflie.io import RobotModelWarning
+from difflie.models import chain, ladder, spider
+from helpers import PD, flying_body, robot_file
+
+
+HANGING = {
+    "chain": (lambda: chain(4), [-0.5, -1.5, -2.5, -3.5]),
+    "revolute": (lambda: chain(3, joint="revolute"), [-0.5, -1.5, -2.5]),
+    "spider": (lambda: spider(5), [-0.5, -1.5, -1.5, -1.5, -1.5]),
+    "ladder": (lambda: ladder(2), [-0.5, -0.5, -1.0, -1.5, -1.5, -2.0]),
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(k, marks=[] if k == "chain" else [pytest.mark.slow]) for k in HANGING])
+def test_mechanisms_hang_down_from_the_horizontal(name):
+    """Released from the horizontal, a chain on spherical joints, one on revolute joints, a tree
+    and a ladder of closed loops settle hanging straight down (the stable equilibrium, not a
+    folded one), their joints holding to rounding; the chain's top joint carries the weight of
+    all its rods."""
+    make, heights = HANGING[name]
+    model = make()
+    eq = dl.equilibrium(model)
+    assert eq.result == dl.RESULTS.successful and int(eq.iterations) < 60
+    np.testing.assert_allclose(eq.state.position[:, 2], heights, atol=1e-9)
+    np.testing.assert_allclose(eq.state.velocity, 0.0)
+    R = eq.state.rotation
+    origins = eq.state.position - jnp.einsum("bij,bj->bi", R, model.bodies.com)
+    assert float(jnp.abs(model.constraint_residual(0.0, origins, R)).max()) < 1e-12
+    if name == "chain":
+        assert abs(float(jnp.linalg.norm(eq.multipliers[:3])) - 4 * 9.81) < 1e-8
+
+
+def test_free_body_on_a_spring():
+    """A free body on a spring to a ground point (no joint; turning about the vertical is free:
+    the stabiliser keeps the iteration matrix regular): the spring is vertical, stretched by
+    ``m g / k``, and its point on the body lies straight above the COM."""
+    model = flying_body()
+    eq = dl.equilibrium(model)
+    spring = model.forces[0]
+    x, R = eq.state.position[0], eq.state.rotation[0]
+    P = x + R @ spring.point_a[0]  # the point is given from the COM
+    anchor = jnp.asarray(spring.point_b[0])
+    length = float(spring.rest_length[0] + model.bodies.mass[0] * 9.81 / spring.stiffness[0])
+    np.testing.assert_allclose(P, anchor - jnp.array([0.0, 0.0, length]), atol=1e-9)
+    np.testing.assert_allclose(x[:2], P[:2], atol=1e-9)
+    with pytest.raises(ValueError, match="equilibrium: Newton did not converge in 20 iterations"):
+        dl.equilibrium(eqx.tree_at(lambda m: m.forces, model, ()), max_iterations=20)  # falls for ever
+
+
+PANDA = robot_file("panda_description/urdf/panda.urdf")
+try:
+    import pinocchio as pin
+except ImportError:  # pragma: no cover - depends on the environment
+    pin = None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(pin is None or PANDA is None, reason="needs `pin` and `example-robot-data` (pip install -e '.[test]')")
+def test_panda_on_a_pd_controller_balances_pinocchio_gravity():
+    """The Panda held by PD joint torques ``kp (target - q)``: at difflie's equilibrium the
+    controller's torques are Pinocchio's generalized gravity ``g(q)`` (``rnea(q, 0, 0)``), and
+    ``d q / d kp`` is the central difference's."""
+    target = np.array([0.3, -0.5, 0.2, -2.0, 0.4, 1.5, 0.7, 0.02, 0.02])
+    kp = np.array([300.0, 300.0, 200.0, 200.0, 50.0, 50.0, 20.0, 500.0, 500.0])
+    pm = pin.buildModelFromUrdf(PANDA)
+    names = list(pm.names)[1:]
+
+    def load(gains):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RobotModelWarning)  # joint limits
+            return dl.load_model(PANDA, joint_positions=dict(zip(names, target)),
+                                 joint_feedback=PD(gains, jnp.zeros(9), jnp.asarray(target)))  # fmt: skip
+
+    model = load(jnp.asarray(kp))
+    assert model.joint_names == tuple(names)
+    solve = jax.jit(lambda m: dl.joint_coordinates(m, dl.equilibrium(m).state))
+    q = np.asarray(solve(model))
+    gravity = pin.computeGeneralizedGravity(pm, pm.createData(), q)
+    np.testing.assert_allclose(kp * (target - q), gravity, rtol=1e-7, atol=1e-8)
+    assert np.abs(q - target).max() > 1e-3  # gravity moved it
+
+    def elbow(k):
+        m = eqx.tree_at(lambda m: m.forces[-1].law.kp, model, jnp.asarray(kp).at[3].set(k))
+        return solve(m)[3]
+
+    grad = jax.grad(elbow)(200.0)
+    fd = (elbow(200.0 + 1e-3) - elbow(200.0 - 1e-3)) / 2e-3
+    np.testing.assert_allclose(grad, fd, rtol=1e-5)
