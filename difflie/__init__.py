@@ -60,7 +60,7 @@ from .simulate import (
 from .solvers.backward_euler import BackwardEuler as BackwardEuler
 from .results import RESULTS as RESULTS, BodyState as BodyState
 from .solvers.generalized_alpha import GeneralizedAlpha as GeneralizedAlpha
-from .solvers.statics import Equilibrium as Equilibrium, equilibrium as equilibrium
+from .solvers.statics import Equilibrium as Equilibrium, Modes as Modes, equilibrium as equilibrium, modes as modes
 from .solvers.rkmk import RK67 as RK67, RKMK4 as RKMK4, Bosh3 as Bosh3, Dopri5 as Dopri5, Euler as Euler, Heun as Heun
 from .solvers.variational import DQVI as DQVI, SO3xR3Variational as SO3xR3Variational
 

@@ -1,7 +1,9 @@
-"""Static equilibrium (:func:`difflie.equilibrium`): hanging chains, trees and loops against
-their obvious equilibria, a free body on a spring against the force and moment balance by
-hand, the Franka Panda on a PD controller against Pinocchio's gravity torques (Carpentier et
-al., 2019), and derivatives by the implicit-function theorem against central differences."""
+"""Static equilibrium and small oscillations (:func:`difflie.equilibrium`, :func:`difflie.modes`):
+hanging chains, trees and loops against their obvious equilibria, a free body on a spring
+against the force and moment balance by hand, pendulums' eigenvalues against the joint-space
+ones by hand, the Franka Panda on a PD controller against Pinocchio's gravity torques, mass
+matrix and gravity derivatives (Carpentier et al., 2019), and derivatives by the
+implicit-function theorem against central differences."""
 
 from __future__ import annotations
 
@@ -63,6 +65,35 @@ def test_free_body_on_a_spring():
         dl.equilibrium(eqx.tree_at(lambda m: m.forces, model, ()), max_iterations=20)  # falls for ever
 
 
+def test_modes_of_hanging_pendulums_are_the_joint_space_ones():
+    """Small oscillations about the hanging equilibrium: one rod on a revolute joint,
+    ``omega^2 = m g (l/2) / (J + m l^2 / 4)``, and its derivative with respect to gravity;
+    two rods, the eigenvalues of the joint-space ``(K, M)`` written by hand; on spherical
+    joints, each of those twice (two planes) and two free spins about the rods' axes."""
+    g, l, m = 9.81, 1.0, 1.0
+    J = float(chain(1, joint="revolute").bodies.inertia[0, 1, 1])  # about a transverse axis
+
+    solve = jax.jit(lambda model: dl.modes(model, dl.equilibrium(model)))
+
+    @jax.jit
+    def omega2(gz):
+        model = eqx.tree_at(lambda m: m.gravity, chain(1, joint="revolute"), jnp.array([0.0, 0.0, -gz]))
+        return dl.modes(model, dl.equilibrium(model)).omega_squared[0]
+
+    np.testing.assert_allclose(omega2(g), m * g * l / 2 / (J + m * l**2 / 4), rtol=1e-10)
+    np.testing.assert_allclose(jax.grad(omega2)(g), m * l / 2 / (J + m * l**2 / 4), rtol=1e-8)
+    Mj = np.array([[J + m * l**2 / 4 + m * l**2, m * l**2 / 2], [m * l**2 / 2, J + m * l**2 / 4]])
+    Kj = m * g * l * np.diag([3 / 2, 1 / 2])
+    pair = np.sort(np.real(np.linalg.eigvals(np.linalg.solve(Mj, Kj))))
+    two = solve(chain(2, joint="revolute"))
+    np.testing.assert_allclose(two.omega_squared, pair, rtol=1e-10)
+    shapes = two.shapes.reshape(2, -1)
+    M = np.kron(np.eye(2), np.diag([m, m, m, *np.diag(np.asarray(chain(2).bodies.inertia[0]))]))
+    np.testing.assert_allclose(shapes @ M @ shapes.T, np.eye(2), atol=1e-10)  # mass-normalised
+    spherical = solve(chain(2))
+    np.testing.assert_allclose(spherical.omega_squared, [0, 0, pair[0], pair[0], pair[1], pair[1]], atol=1e-9, rtol=1e-10)
+
+
 PANDA = robot_file("panda_description/urdf/panda.urdf")
 try:
     import pinocchio as pin
@@ -102,3 +133,14 @@ def test_panda_on_a_pd_controller_balances_pinocchio_gravity():
     grad = jax.grad(elbow)(200.0)
     fd = (elbow(200.0 + 1e-3) - elbow(200.0 - 1e-3)) / 2e-3
     np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+    # Oscillations about it: M(q) q'' = -(kp + dg/dq) dq in joint space (Pinocchio's CRBA and
+    # gravity derivatives) against difflie's modes in absolute coordinates.
+    data = pm.createData()
+    M = pin.crba(pm, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    dg = pin.computeGeneralizedGravityDerivatives(pm, data, q)
+    K = np.diag(kp) + dg
+    expected = np.sort(np.real(np.linalg.eigvals(np.linalg.solve(M, K))))
+    found = dl.modes(model, dl.equilibrium(model)).omega_squared
+    np.testing.assert_allclose(found, expected, rtol=1e-6)

@@ -25,7 +25,7 @@ All Newton iterations (implicit steps, kinematic analysis, assembly) are one loo
 
 A solver that cannot take a model raises ``ValueError`` naming why before anything runs.
 ``equilibrium`` (``statics``) finds a model's static equilibrium on a generalized-alpha step's
-unknowns, with the same Newton and linear solves.
+unknowns, with the same Newton and linear solves, and ``modes`` the small oscillations about it.
 """
 
 from ..results import RESULTS as RESULTS, BodyState as BodyState

@@ -1,5 +1,6 @@
 """Static equilibrium: the configuration at rest where the applied forces and the constraint
-forces balance (Exudyn's ``SolveStatic``), on the unknowns of a generalized-alpha step.
+forces balance (Exudyn's ``SolveStatic``), on the unknowns of a generalized-alpha step; and the
+small oscillations about it (``modes``).
 
 With every velocity and acceleration zero, the Newton-Euler rows of ``difflie.Model`` and the
 constraint rows give, in the increment ``dq = (dx, dpsi)`` of each body from a start
@@ -25,13 +26,14 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .. import dae
 from ..constraints.formulations import get_formulation
 from ..numerics.newton import Newton, implicit_derivatives, newton_iterate, no_grad
 from ..results import RESULTS, BodyState
-from .generalized_alpha import GeneralizedAlpha, _compose, _dynamics, _split
+from .generalized_alpha import GeneralizedAlpha, _compose, _constraint, _dynamics, _split
 
 
 class Equilibrium(eqx.Module):
@@ -141,4 +143,75 @@ def equilibrium(
     return found
 
 
-__all__ = ["Equilibrium", "equilibrium"]
+class Modes(eqx.Module):
+    """What ``modes`` returns: ``omega_squared`` ``(n,)`` (1/s^2, ascending; negative where
+    the equilibrium is unstable, zero for a free motion) and ``shapes`` ``(n, nb, 6)``, the
+    mode shapes as increments ``(dx, dpsi)`` per body (world COM displacement, body-axes
+    rotation), mass-normalised (``phi^T M phi = 1``)."""
+
+    omega_squared: Float[Array, " n"]
+    shapes: Float[Array, "n nb 6"]
+
+    @property
+    def frequencies(self) -> Float[Array, " n"]:
+        """Natural frequencies ``sqrt(omega^2) / 2 pi`` in Hz (NaN for unstable modes)."""
+        return jnp.sqrt(jnp.where(self.omega_squared >= 0, self.omega_squared, jnp.nan)) / (2 * jnp.pi)
+
+
+def modes(model, at: Equilibrium, t: float | Array = 0.0, *, rank_tol: float = 1e-9) -> Modes:
+    """Small undamped oscillations about the equilibrium ``at`` (Exudyn's
+    ``ComputeODE2Eigenvalues``): with ``K = d(-g + B^T lambda)/dq`` at rest (the tangent and the
+    geometric stiffness, applied forces that depend on the configuration included, those of the
+    velocities left out) and ``M = diag(m I, J)`` per body, the eigenproblem
+
+        N^T K N phi = omega^2 N^T M N phi,   N an orthonormal basis of the null space of B,
+
+    on the motions the constraints allow (rows of ``B`` below ``rank_tol`` times its largest
+    singular value count as dependent; under ``jit``, where the rank must be known beforehand,
+    the rows count as independent). ``K`` is symmetrised: at an equilibrium of conservative
+    forces it is symmetric. Dense (one eigendecomposition of size ``6 nb - rank B``);
+    differentiable where the eigenvalues are distinct."""
+    x, R, lam = at.state.position, at.state.rotation, at.multipliers
+    nb = x.shape[0]
+    dtype = x.dtype
+    t = jnp.asarray(t, dtype)
+    zero = jnp.zeros((nb, 6), dtype)
+
+    def dyn(dq):
+        x1, R1 = _compose(x, R, dq.reshape(nb, 6))
+        return _dynamics(model, t, x1, R1, zero, zero, lam)[0].reshape(-1)
+
+    def phi(dq):
+        x1, R1 = _compose(x, R, dq.reshape(nb, 6))
+        return _constraint(model, t, x1, R1)
+
+    dq0 = jnp.zeros(6 * nb, dtype)
+    K = jax.jacfwd(dyn)(dq0)
+    K = 0.5 * (K + K.T)
+    blocks = jnp.zeros((nb, 6, 6), dtype)
+    blocks = blocks.at[:, :3, :3].set(model.bodies.mass[:, None, None] * jnp.eye(3, dtype=dtype))
+    blocks = blocks.at[:, 3:, 3:].set(model.bodies.inertia.astype(dtype))
+    M = jnp.zeros((nb, 6, nb, 6), dtype).at[jnp.arange(nb), :, jnp.arange(nb), :].set(blocks).reshape(6 * nb, 6 * nb)
+    if model.num_constraints:
+        # A basis of the null space that follows B: the SVD's (a constant) projected onto
+        # the null space of the independent combinations of B's rows, differentiably.
+        B = jax.jacfwd(phi)(dq0)
+        U, sv, Vt = jnp.linalg.svd(jax.lax.stop_gradient(B), full_matrices=True)
+        try:
+            rank = int(np.sum(np.asarray(sv) > rank_tol * float(np.max(np.asarray(sv)))))
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):  # under jit: rows independent
+            rank = min(B.shape)
+        Br = U[:, :rank].T @ B
+        N0 = Vt[rank:].T
+        N = N0 - Br.T @ jnp.linalg.solve(Br @ Br.T, Br @ N0)
+    else:
+        N = jnp.eye(6 * nb, dtype=dtype)
+    Kr, Mr = N.T @ K @ N, N.T @ M @ N
+    L = jnp.linalg.cholesky(Mr)
+    Linv = jax.scipy.linalg.solve_triangular(L, jnp.eye(L.shape[0], dtype=dtype), lower=True)
+    w2, Y = jnp.linalg.eigh(Linv @ Kr @ Linv.T)
+    shapes = N @ (Linv.T @ Y)  # M-orthonormal
+    return Modes(w2, shapes.T.reshape(-1, nb, 6))
+
+
+__all__ = ["Equilibrium", "Modes", "equilibrium", "modes"]
