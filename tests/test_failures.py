@@ -162,6 +162,7 @@ def test_reducing_step_size_retries_failed_newton_steps():
         dl.ReducingStepSize(decrease=1.5)
 
 
+@pytest.mark.slow
 def test_reducing_step_size_gradient_matches_finite_differences():
     """Reverse mode through retried steps (the heavy top at h = 1e-2 over 0.1 s, several steps
     rejected): the gradient of the COM's final x with respect to gravity is the central

@@ -48,6 +48,7 @@ def test_mechanisms_hang_down_from_the_horizontal(name):
         assert abs(float(jnp.linalg.norm(eq.multipliers[:3])) - 4 * 9.81) < 1e-8
 
 
+@pytest.mark.slow
 def test_free_body_on_a_spring():
     """A free body on a spring to a ground point (no joint; turning about the vertical is free:
     the stabiliser keeps the iteration matrix regular): the spring is vertical, stretched by
