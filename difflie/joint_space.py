@@ -40,7 +40,7 @@ from jaxtyping import Array, Float
 
 from .body import RigidBody
 from .forces import AbstractForce, JointForce
-from .hinges import HingeGroups
+from .hinges import HingeGroups, turn
 from .lie import SO3, cross
 from .lie.ops import mv, quat_to_matrix
 from .results import BodyState
@@ -143,8 +143,7 @@ def _coordinates(js: JointSpace, com: Float[Array, "nb 3"], solution) -> Float[A
     # revolute: M = R_p^T R_c C^T = Rot(a, theta)
     M = jnp.einsum("...kji,...kjl,kml->...kim", Rp, Rc, js.relative_rotation.astype(dtype))
     u, a = js.normal.astype(dtype), js.axis.astype(dtype)
-    Mu = mv(M, u)
-    theta = jnp.arctan2(jnp.sum(cross(a, u) * Mu, axis=-1), jnp.sum(u * Mu, axis=-1))
+    theta = turn(a, u, mv(M, u))
     ref = js.reference.astype(dtype)
     if js.hinges is not None:
         theta = jnp.where(np.asarray(js.hinges.grouped), js.hinges.angles(M, js.initial.astype(dtype) - ref), theta)

@@ -377,13 +377,11 @@ def solve_blocks(f: BlockFactors, b: Float[Array, "K *W B"], parent: np.ndarray,
         return _solve_blocks_indexed(inverses, up_below, coupled, b, par, par_below, narrow)
 
     def up_the_tree(z_below, blocks):
-        s_inv, up, bk, p = blocks
-        z = _dot(s_inv, bk - _to_parents(_dot(up, z_below), p, narrow))
+        z = _up_level(*blocks, z_below, narrow)
         return z, z
 
     def down_the_tree(x_above, blocks):
-        x_up, z, p = blocks
-        x = z - _dot(x_up, _from_parents(x_above, p, narrow))
+        x = _down_level(*blocks, x_above, narrow)
         return x, x
 
     zero = jnp.zeros_like(b[0])
@@ -430,15 +428,25 @@ def _solve_blocks_indexed(inverses, up_below, coupled, b, par, par_below, narrow
     def up_the_tree(i, carry):
         z_below, z = carry
         k = n - 1 - i
-        zk = _dot(inverses[k], b[k] - _to_parents(_dot(up_below[k], z_below), par_below[k], narrow))
+        zk = _up_level(inverses[k], up_below[k], b[k], par_below[k], z_below, narrow)
         return zk, z.at[k].set(zk)
 
     def down_the_tree(k, carry):
         x_above, x = carry
-        xk = z[k] - _dot(coupled[k], _from_parents(x_above, par[k], narrow))
+        xk = _down_level(coupled[k], z[k], par[k], x_above, narrow)
         return xk, x.at[k].set(xk)
 
     zero = jnp.zeros_like(b[0])
     _, z = jax.lax.fori_loop(0, n, up_the_tree, (zero, jnp.zeros_like(b)))
     _, x = jax.lax.fori_loop(0, n, down_the_tree, (zero, jnp.zeros_like(b)))
     return x
+
+
+def _up_level(s_inv, up_below, bk, par_below, z_below, narrow: bool):
+    """A level's ``z = S^{-1} (b - sum_children up_c z_c)`` from the level below."""
+    return _dot(s_inv, bk - _to_parents(_dot(up_below, z_below), par_below, narrow))
+
+
+def _down_level(x_up, zk, par, x_above, narrow: bool):
+    """A level's ``x = z - X x_parent`` from the level above."""
+    return zk - _dot(x_up, _from_parents(x_above, par, narrow))

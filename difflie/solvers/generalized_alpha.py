@@ -119,13 +119,18 @@ def _constraint(model, t, x, R):
     return model.constraint_residual(t, x - mv(R, model.bodies.com), R)
 
 
+def _mass_times(model, a: Float[Array, "nb 6"]) -> Float[Array, "nb 6"]:
+    """``M a`` per body, ``M = diag(m I, J)`` on ``(translation, body-axes rotation)``."""
+    return jnp.concatenate([model.bodies.mass[:, None] * a[:, :3], mv(model.bodies.inertia, a[:, 3:])], axis=-1)
+
+
 def _dynamics(model, t, x, R, v, vdot, lam):
     """``(M vdot - g + B^T lambda, Phi, |M vdot| + |g|)``: the equilibrium rows, the constraint
     rows (the primal of the reverse pass that gives ``B^T lambda``) and the rows' scale."""
     phi, vjp = jax.vjp(lambda z: _constraint(model, t, *_local(x, R, z)), jnp.zeros_like(vdot))
     (bt_lam,) = vjp(lam)
     rows = jnp.concatenate(model.newton_euler(t, x, R, v[:, :3], v[:, 3:], vdot[:, :3], vdot[:, 3:]), axis=-1)
-    m_vdot = jnp.concatenate([model.bodies.mass[:, None] * vdot[:, :3], mv(model.bodies.inertia, vdot[:, 3:])], axis=-1)
+    m_vdot = _mass_times(model, vdot)
     scale = jnp.linalg.norm(m_vdot) + jnp.linalg.norm(m_vdot - rows)  # |M vdot| + |g|
     return rows + bt_lam, phi, scale
 

@@ -33,7 +33,7 @@ from .. import dae
 from ..constraints.formulations import get_formulation
 from ..numerics.newton import Newton, implicit_derivatives, newton_iterate, no_grad
 from ..results import RESULTS, BodyState
-from .generalized_alpha import GeneralizedAlpha, _compose, _constraint, _dynamics, _split
+from .generalized_alpha import GeneralizedAlpha, _compose, _constraint, _dynamics, _mass_times, _split
 
 
 class Equilibrium(eqx.Module):
@@ -90,27 +90,26 @@ def equilibrium(
         dyn, phi, scale = _dynamics(m, tt, x, R, zero, zero, lam)
         return jnp.concatenate([dyn.reshape(-1), phi]), scale
 
-    def stabilised(m, parts, at, c):
-        """The residual plus ``c M (dq - dq_at)``: the same value at ``at``, and the mass
-        matrix in its derivative."""
-        F, _ = residual(m, t_ng, parts)
-        dq = parts[0].reshape(nb, 6)
-        dx, dpsi = dq[:, :3] - at[:, :3], dq[:, 3:] - at[:, 3:]
-        extra = c * jnp.concatenate([m.bodies.mass[:, None] * dx, jnp.einsum("bij,bj->bi", m.bodies.inertia, dpsi)], axis=1)
-        return F + jnp.concatenate([extra.reshape(-1), jnp.zeros_like(parts[1])])
-
     st = alpha.structure(model)
     ng = no_grad(model)
     rtol_, atol_, ctol_ = alpha._tolerances(dtype)
 
     z0 = jnp.concatenate([jnp.zeros(n_dyn, dtype), jax.lax.stop_gradient(lam0)])
-    norm0 = jnp.linalg.norm(residual(ng, t_ng, _split(z0, n_dyn))[0])
+    norm0 = jnp.maximum(jnp.linalg.norm(residual(ng, t_ng, _split(z0, n_dyn))[0]), jnp.finfo(dtype).tiny)
 
     def value_and_factors(z):
         at = z[:n_dyn].reshape(nb, 6)
-        # switched evolution relaxation: the pseudo-time step grows as the residual falls
-        c = stabilizer * jnp.minimum(1.0, jnp.linalg.norm(residual(ng, t_ng, _split(z, n_dyn))[0]) / jnp.maximum(norm0, jnp.finfo(dtype).tiny))
-        return st.value_and_factors(lambda parts: stabilised(ng, parts, at, c), _split(z, n_dyn))
+
+        def stabilised(parts):
+            """The residual plus ``c M (dq - dq_at)``: the same value at ``at``, and ``c M`` in
+            its derivative, with ``c`` from the residual there (switched evolution relaxation:
+            the pseudo-time step grows as the residual falls)."""
+            F, _ = residual(ng, t_ng, parts)
+            c = stabilizer * jnp.minimum(1.0, jax.lax.stop_gradient(jnp.linalg.norm(F)) / norm0)
+            extra = c * _mass_times(ng, parts[0].reshape(nb, 6) - at)
+            return F + jnp.concatenate([extra.reshape(-1), jnp.zeros_like(parts[1])])
+
+        return st.value_and_factors(stabilised, _split(z, n_dyn))
 
     def solve(factors, b):
         return st.solve(factors, b, indexed=None)
@@ -188,10 +187,7 @@ def modes(model, at: Equilibrium, t: float | Array = 0.0, *, rank_tol: float = 1
     dq0 = jnp.zeros(6 * nb, dtype)
     K = jax.jacfwd(dyn)(dq0)
     K = 0.5 * (K + K.T)
-    blocks = jnp.zeros((nb, 6, 6), dtype)
-    blocks = blocks.at[:, :3, :3].set(model.bodies.mass[:, None, None] * jnp.eye(3, dtype=dtype))
-    blocks = blocks.at[:, 3:, 3:].set(model.bodies.inertia.astype(dtype))
-    M = jnp.zeros((nb, 6, nb, 6), dtype).at[jnp.arange(nb), :, jnp.arange(nb), :].set(blocks).reshape(6 * nb, 6 * nb)
+    M = jax.jacfwd(lambda dq: _mass_times(model, dq.reshape(nb, 6)).reshape(-1))(dq0)
     if model.num_constraints:
         # A basis of the null space that follows B: the SVD's (a constant) projected onto
         # the null space of the independent combinations of B's rows, differentiably.
