@@ -69,6 +69,10 @@ def load(args):
     if robot and (key in table or not args.model.lower().endswith(ROBOT_EXTENSIONS)):
         flags = [ROBOT_OPTIONS[k] for k in robot]
         raise CliError(f"{', '.join(flags)} appl{'ies' if len(flags) == 1 else 'y'} to robot files (.urdf, MJCF .xml) only")
+    if getattr(args, "redundant", False):
+        if key in table or args.model.lower().endswith(ROBOT_EXTENSIONS):
+            raise CliError("--remove-redundant applies to model files (.json, .mdl) only")
+        given["redundant"] = "remove"
     if key in table:
         if given:
             raise CliError("--mass and --inertia apply to model files only")
@@ -510,6 +514,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", help="write a summary figure to FILE.png (.pdf, .svg)")
     s.add_argument("--mass", type=float, help="mass of every body the model file gives none (the C1/C2 files)")
     s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
+    s.add_argument("--remove-redundant", dest="redundant", action="store_true",
+                   help="remove constraint rows that depend on the others (a planar loop of revolute joints), "
+                        "naming them, instead of refusing the model")
     r = s.add_argument_group(
         "robot files (.urdf, MJCF .xml)",
         "NAME is a movable joint of the file (model.joint_names); each option may be repeated, and its "

@@ -138,6 +138,72 @@ def test_redundant_constraints_are_named():
     assert dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3).result == dl.RESULTS.successful
 
 
+def test_redundant_rows_removed_on_request():
+    """``connect(..., redundant="remove")`` keeps the four-bar's common points and drops the
+    direction rows of its last joints (C becomes universal, D spherical), naming them; the
+    motion is that of the same four-bar built by hand as revolute, universal, spherical,
+    revolute (README's advice) to Newton's tolerance, and all 20 rows of the four revolute
+    joints hold along it. Refused: rows dependent only at a singular position (a rod on a
+    spherical joint at its dead point for a distance row, where removing the row would free the
+    rod), and a driver that drives a motion its joint locks."""
+    from difflie.constraints import GROUND, ConstraintSet, connect, d, revolute_at, rotation_driver_at, spherical_at
+
+    free, joints = _four_bar(["revolute"] * 4)
+    with pytest.warns(UserWarning, match=r"connect: removed 3 of 20 constraint rows .*\['C_DP1_b', 'D_DP1_a', 'D_DP1_b'\] "
+                                         r"\(joints \['C', 'D'\]\); they still hold after moving the mechanism"):  # fmt: skip
+        model = connect(free, joints, redundant="remove")
+    assert model.num_constraints == 17
+    hand = connect(*_four_bar(["revolute", "universal", "spherical", "revolute"]))
+    saves = dl.SaveAt(ts=np.linspace(0.0, 0.3, 7))
+    ours, ref = (dl.simulate(m, dl.GeneralizedAlpha(), 0.0, 0.3, 1e-3, saveat=saves) for m in (model, hand))
+    assert np.abs(np.asarray(ref.position[-1] - ref.position[0])).max() > 0.1  # it swings
+    np.testing.assert_allclose(ours.position, ref.position, rtol=0, atol=1e-9)
+    rows = ConstraintSet([r for j in joints for r in j], 3)
+    origins = ours.position - jnp.einsum("sbij,bj->sbi", ours.rotation, free.bodies.com)
+    assert float(jnp.abs(jax.vmap(lambda o, R: rows.residual(0.0, o, R))(origins, ours.rotation)).max()) < 1e-10
+
+    rod = dl.Model(dl.RigidBody(jnp.ones(1), jnp.diag(jnp.array([1e-3, 0.1, 0.1]))[None]), r0=jnp.array([[0.5, 0.0, 0.0]]))
+    dead = [spherical_at(rod, GROUND, 0, [0.0, 0.0, 0.0], name="pivot"),
+            d(GROUND, jnp.array([2.0, 0.0, 0.0]), 0, jnp.array([0.5, 0.0, 0.0]), 1.0, name="tie")]  # fmt: skip
+    with pytest.raises(ValueError, match=r"rows \['tie'\] depend on the others at t = 0.0 only: .* singular position"):
+        connect(rod, dead, redundant="remove")
+    bar = dl.Model(dl.RigidBody(jnp.ones(1), jnp.diag(jnp.array([1e-3, 0.1, 0.1]))[None]), r0=jnp.array([[0.5, 0.0, 0.0]]))
+    turned = [revolute_at(bar, GROUND, 0, [0.0, 0.0, 0.0], [0.0, 0.0, 1.0], name="hinge"),
+              rotation_driver_at(bar, GROUND, 0, [1.0, 0.0, 0.0], lambda t: t, name="roll")]  # fmt: skip
+    with pytest.raises(ValueError, match=r"rows \['roll'\] depend on the other constraints .* cannot be removed"):
+        connect(bar, turned, redundant="remove")
+
+
+def test_redundant_rows_of_a_model_file(tmp_path, capsys):
+    """The four-bar on four revolute joints as a model file: ``load_model`` refuses it, naming
+    the way out, and with ``redundant="remove"`` removes the same three rows as ``connect``;
+    the command line's ``--remove-redundant`` is for model files only."""
+    import json
+
+    from difflie.__main__ import main
+
+    A, B, C, D = (np.array(p) for p in ([0, 0, 0], [0.15, 0, 0.2598076211353316], [0.8874252916, 0, 0.5699752347], [0.7, 0, 0]))
+    bodies, joints = [{"name": "ground", "id": 0}], []
+    for k, (p, q) in enumerate([(A, B), (B, C), (D, C)], start=1):
+        phi, half = np.arctan2(*(q - p)[[0, 2]]), np.linalg.norm(q - p) / 2
+        A_k = [[np.cos(phi), 0, np.sin(phi)], [0, 1, 0], [-np.sin(phi), 0, np.cos(phi)]]
+        bodies.append({"name": f"link{k}", "id": k, "mass": 1.0, "inertia": [0.01, 0.01, 1e-4], "r": list((p + q) / 2), "A": A_k})
+        joints.append(half)
+    y, (h1, h2, h3) = [0.0, 1.0, 0.0], joints
+    joint = lambda name, i, si, j, sj: {"name": name, "type": "revolute", "body_i": i, "s_bar_i": si, "axis_i": y,
+                                        "body_j": j, "s_bar_j": sj, "axis_j": y}  # fmt: skip
+    path = tmp_path / "four_bar.json"
+    path.write_text(json.dumps({"bodies": bodies, "joints": [
+        joint("A", 0, [0, 0, 0], 1, [0, 0, -h1]), joint("B", 1, [0, 0, h1], 2, [0, 0, -h2]),
+        joint("C", 2, [0, 0, h2], 3, [0, 0, h3]), joint("D", 0, list(D), 3, [0, 0, -h3])]}))  # fmt: skip
+    with pytest.raises(ValueError, match=r"the constraints are redundant: 20 rows, 17 independent .*redundant='remove'"):
+        dl.load_model(path)
+    with pytest.warns(UserWarning, match=r"removed 3 of 20 constraint rows .*\['C_DP1_b', 'D_DP1_a', 'D_DP1_b'\]"):
+        assert dl.load_model(path, redundant="remove").num_constraints == 17
+    assert main(["simulate", "heavy-top", "--remove-redundant"]) == 2
+    assert "--remove-redundant applies to model files (.json, .mdl) only" in capsys.readouterr().err
+
+
 def test_reducing_step_size_retries_failed_newton_steps():
     """``ReducingStepSize``: the heavy top at h = 1e-2 (1.5 rad of spin per step), where a fixed
     step's Newton iteration fails at t = 0.06 s, runs to t1 on halved steps that grow back to

@@ -81,6 +81,23 @@ class ConstraintSet(eqx.Module):
             for k in self.angle_rows
         )
 
+    def take(self, rows: Sequence[int]) -> ConstraintSet:
+        """The set of the given rows only, in the given order (names, drivers and angles kept)."""
+        return ConstraintSet([self._basic(int(k)) for k in rows], self.num_bodies)
+
+    def _basic(self, k: int) -> BasicConstraint:
+        """Row ``k`` as the ``BasicConstraint`` it was built from."""
+        kind = self.row_kinds[k]
+        vectors = tuple(self.vectors[k, SLOTS.index(slot)] for slot in FORMS[kind].slots)
+        if k in self.driver_rows:
+            f = self.drivers[self.driver_rows.index(k)]
+        elif k in self.angle_rows:
+            theta = self.thetas[self.angle_rows.index(k)]
+            f = theta.value if isinstance(theta, _Const) else theta
+        else:
+            f = self.offset[k]
+        return BasicConstraint(kind, self.body_i[k], self.body_j[k], vectors, f, self.names[k])
+
     @property
     def kinds(self) -> tuple[str, ...]:
         """The kinds present, in ``basic.KINDS`` order."""

@@ -148,14 +148,16 @@ def translation_driver_at(
     return dp2(body_i, local_vector(model, body_i, a / jnp.linalg.norm(a)), s_i, body_j, s_j, f=x, name=name)
 
 
-def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool = True) -> Model:
+def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool = True, redundant: str = "error") -> Model:
     """``model`` with the constraints ``joints`` (rows or lists of rows), assembled at ``t0``.
 
     Assembly is the model loader's: the configuration is moved onto the constraints (with a
     warning stating the residual when it exceeds ``1e-6``) and the velocities are projected onto
     the velocity constraints (with a warning when they change by more than ``1e-6``); a
     configuration that cannot be assembled, or dependent constraint rows (a planar loop of
-    revolute joints), raise ``ValueError``. Where the initial state is traced (``connect``
+    revolute joints), raise ``ValueError``; with ``redundant="remove"`` the dependent rows are
+    removed instead, with a warning naming them (``difflie.io.remove_dependent_rows``:
+    refused where they depend on the others only at this configuration). Where the initial state is traced (``connect``
     inside ``jax.vmap`` over initial poses, or ``jax.jit``), nothing is checked or moved here:
     the implicit solvers assemble the same way at the start of ``simulate``.
     """
@@ -166,4 +168,4 @@ def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool =
         raise ValueError("connect: the model has constraints already; pass all joints in one call")
     model = eqx.tree_at(lambda m: m.constraints, model, ConstraintSet(joints, model.num_bodies), is_leaf=lambda x: x is None)
     traced = any(concrete(x) is None for x in (model.r0, model.R0, model.v0, model.omega0))
-    return consistent_initial_state(model, t0, label="connect") if assemble and not traced else model
+    return consistent_initial_state(model, t0, label="connect", redundant=redundant) if assemble and not traced else model

@@ -242,6 +242,7 @@ def load_model(
     base_velocity=None,
     floating_base: bool | None = None,
     locked_joints=(),
+    redundant: str = "error",
     **builtin_kwargs,
 ) -> Model:
     """Load a model file (native JSON, C2 ``.json`` or C1 ``.mdl`` of the
@@ -266,6 +267,9 @@ def load_model(
     ``default_mass`` / ``default_inertia`` (a 3x3 matrix, or 3 principal moments): for every
     body that neither the file nor ``mass`` / ``inertia`` give one (the command line's
     ``--mass`` / ``--inertia``; the C1/C2 files have none).
+    ``redundant``: constraint rows that depend on the others at the initial configuration (a
+    planar loop of revolute joints) raise ``ValueError`` (``"error"``) or are removed with a
+    warning naming them (``"remove"``: ``difflie.io.remove_dependent_rows``).
 
     Every entry is checked before anything is built: a malformed or unknown key raises a
     ``ModelFileError`` naming its JSON path (``$.bodies[1].omgea: unknown key; did you
@@ -277,6 +281,8 @@ def load_model(
 
         if builtin_kwargs:
             raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a robot file")
+        if redundant != "error":
+            raise ValueError("load_model: redundant= is for model files and connect; a robot file's joints form a tree")
         return load_robot(path, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
@@ -288,6 +294,8 @@ def load_model(
     if given:
         raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")
     if not os.path.exists(path):
+        if redundant != "error":
+            raise ValueError(f"load_model: redundant= is for model files and connect, not the built-in model {path!r}")
         return _builtin(path, builtin_kwargs)
     if builtin_kwargs:
         raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a model file")
@@ -398,7 +406,7 @@ def load_model(
         constraints=C.ConstraintSet(rows, len(names)) if rows else None,
         body_names=tuple(names),
     )
-    return consistent_initial_state(model, label=path) if (assemble and rows) else model
+    return consistent_initial_state(model, label=path, redundant=redundant) if (assemble and rows) else model
 
 
 def _body(ids, entry, key, path) -> int:
@@ -491,13 +499,120 @@ def check_independent(model: Model, t0, r, R, label: str) -> Array | None:
         f"{label}: the constraints are redundant: {m} rows, {rank} independent at t = {float(t0)} "
         f"({m - rank} dependent); the dependent rows belong to {joints}. The implicit solvers need "
         "independent rows. A closed loop of revolute joints with parallel axes (a planar four-bar) "
-        "is overconstrained in space: make one of its joints universal and another spherical, or "
-        "give only the rows that are needed"
+        "is overconstrained in space: make one of its joints universal and another spherical, give only "
+        "the rows that are needed, or let connect / load_model(..., redundant='remove') drop the dependent rows"
     )
 
 
-def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model") -> Model:
-    """Assemble the initial configuration and project the velocities (rA), warning on changes."""
+def remove_dependent_rows(model: Model, t0, r, R, label: str) -> tuple[Model, Array | None]:
+    """``model`` without the constraint rows that depend on the others at ``(r, R)``, and the
+    ``G`` (rA) of the rows kept (``None`` above ``_RANK_CHECK_ROWS`` rows, where nothing is
+    checked or removed).
+
+    Rows are kept greedily in this order, each when it adds to the rank of those before it
+    (a pivoted Gram-Schmidt on the rows of ``G``): pinned points, the joints' point rows (CD,
+    D, DP2), their direction rows (DP1, fixed angles), then drivers. A planar loop of revolute
+    joints thus keeps all its common points and loses the out-of-plane direction rows of its
+    last joints (Adams' removal of redundant constraints does the like). Refused, naming the
+    rows: a driver that depends on the joints (it drives a motion they lock), and rows that
+    depend on the others only at this configuration (a singular position, where removing them
+    would free the mechanism elsewhere): the mechanism is moved at random by 1e-2 of its size
+    and 1e-2 rad and assembled again on the rows kept, twice, and the rows removed must still
+    hold there. The reactions the removed rows would share are carried by the rows kept."""
+    from ..constraints import jacobians as jac
+    from ..constraints.formulations import get_formulation
+    from ..constraints.constraint_set import _Const
+    from ..kinematics import assemble
+
+    m = model.num_constraints
+    if m == 0 or m > _RANK_CHECK_ROWS:
+        return model, None
+    G = np.asarray(jac.jacobian(model, get_formulation("rA"), jnp.asarray(t0, r.dtype), r, R))
+    cs = model.constraints
+    own = cs.num_constraints
+    driven = set(cs.driver_rows) | {k for k, th in zip(cs.angle_rows, cs.thetas) if not isinstance(th, _Const)}
+    point = [k for k in range(own) if k not in driven and cs.row_kinds[k] in ("CD", "D", "DP2")]
+    direction = [k for k in range(own) if k not in driven and k not in point]
+    order = list(range(own, m)) + point + direction + sorted(driven)
+    keep = _independent_rows(G, order)
+    if len(keep) == m:
+        return model, G
+    names = model.constraint_names
+    removed = sorted(set(range(m)) - set(keep))
+    if any(k >= own for k in removed) or driven & set(removed):
+        bad = [names[k] for k in removed if k >= own or k in driven]
+        raise ValueError(
+            f"{label}: the rows {bad} depend on the other constraints at t = {float(t0)}: a driver that drives a "
+            "motion the joints lock (or another driver drives) cannot be removed; drop it or free the joint"
+        )
+    kept_rows = sorted(k for k in keep if k < own)
+    reduced = eqx.tree_at(lambda mo: mo.constraints, model, cs.take(kept_rows))
+    size = max(float(np.ptp(np.asarray(r), axis=0).max()), float(np.abs(np.asarray(cs.vectors)).max()), 1e-3)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(2):
+        r1 = np.asarray(r) + 1e-2 * size * rng.standard_normal(r.shape)
+        R1 = np.asarray(R) @ _rotations(1e-2 * rng.standard_normal(r.shape))
+        r1, R1, _, res = assemble(reduced, jnp.asarray(t0, r.dtype), "rA", jnp.asarray(r1, r.dtype), jnp.asarray(R1, r.dtype),
+                                  tol=_ASSEMBLY_TOL)  # fmt: skip
+        moved = eqx.tree_at(lambda mo: (mo.r0, mo.R0), model, (r1, R1))
+        phi = np.asarray(_initial_rows(moved, t0))
+        if not float(res) < 1e-9:
+            raise ValueError(f"{label}: the rows {[names[k] for k in removed]} depend on the others at t = {float(t0)}, "
+                             f"but the mechanism could not be moved to check that they stay dependent (residual "
+                             f"{float(res):.1e}); remove them by hand")  # fmt: skip
+        worst = max(worst, float(np.abs(phi[removed]).max()))
+    if worst > 1e-8 * max(size, 1.0):
+        raise ValueError(
+            f"{label}: the rows {[names[k] for k in removed]} depend on the others at t = {float(t0)} only: moved a "
+            f"little and assembled on the other rows, the mechanism violates them by {worst:.1e}. The initial "
+            "configuration is a singular position; removing the rows would free the mechanism elsewhere"
+        )
+    joints = list(dict.fromkeys(joint_name(names[k]) for k in removed))
+    warnings.warn(
+        f"{label}: removed {len(removed)} of {m} constraint rows that depend on the others at t = {float(t0)}: "
+        f"{[names[k] for k in removed]} (joints {joints}); they still hold after moving the mechanism "
+        f"(to {worst:.1e}). Their share of the reactions is carried by the rows kept",
+        stacklevel=4,
+    )
+    return reduced, G[np.asarray(kept_rows + list(range(own, m)))]
+
+
+def _independent_rows(G: np.ndarray, order: list[int]) -> list[int]:
+    """The rows of ``G``, taken in ``order``, that each add to the rank of those taken before
+    (their part orthogonal to those above ``1e-9`` of ``G``'s largest singular value)."""
+    tol = 1e-9 * max(float(np.linalg.norm(G, 2)), 1e-300)
+    basis = np.zeros((0, G.shape[1]))
+    keep = []
+    for k in order:
+        g = G[k]
+        for _ in range(2):  # twice is enough (Giraud et al. 2005)
+            g = g - basis.T @ (basis @ g)
+        norm = float(np.linalg.norm(g))
+        if norm > tol:
+            basis = np.vstack([basis, g / norm])
+            keep.append(k)
+    return keep
+
+
+def _rotations(theta: np.ndarray) -> np.ndarray:
+    """``exp(theta^)`` for rotation vectors ``theta (n, 3)`` (Rodrigues)."""
+    angle = np.linalg.norm(theta, axis=-1)[:, None, None]
+    k = np.zeros(theta.shape[:-1] + (3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -theta[:, 2], theta[:, 1], -theta[:, 0]
+    k = k - np.swapaxes(k, -1, -2)
+    safe = np.where(angle > 0, angle, 1.0)
+    return np.eye(3) + np.sin(safe) / safe * k + (1 - np.cos(safe)) / safe**2 * k @ k
+
+
+def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model", redundant: str = "error") -> Model:
+    """Assemble the initial configuration and project the velocities (rA), warning on changes.
+
+    ``redundant``: what to do with constraint rows that depend on the others at the assembled
+    configuration: ``"error"`` (``ValueError`` naming their joints) or ``"remove"``
+    (``remove_dependent_rows``, with a warning naming the rows removed)."""
+    if redundant not in ("error", "remove"):
+        raise ValueError(f"{label}: redundant must be 'error' or 'remove', got {redundant!r}")
     from ..kinematics import assemble, project_velocity
 
     form = "rA"
@@ -521,7 +636,10 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
         )
     if not float(res) < 1e-9:
         raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
-    G = check_independent(model, t0, r, R, label)
+    if redundant == "remove":
+        model, G = remove_dependent_rows(model, t0, r, R, label)
+    else:
+        G = check_independent(model, t0, r, R, label)
     v, w = project_velocity(model, jnp.asarray(t0, dtype), form, r, R, jnp.asarray(model.v0), jnp.asarray(model.omega0), G=G)
     dv = float(jnp.max(jnp.abs(jnp.concatenate([(v - model.v0).ravel(), (w - model.omega0).ravel()]))))
     if dv > ASSEMBLY_WARN:
