@@ -23,10 +23,13 @@ from .xla import eager
 
 @eager
 def kinetic_energy(model, states: BodyState) -> Float[Array, " n"]:
-    """``sum_i m_i |v_i|^2 / 2 + omega_i . J_i omega_i / 2`` (COM velocity, COM inertia)."""
+    """``sum_i m_i |v_i|^2 / 2 + omega_i . J_i omega_i / 2`` (COM velocity, COM inertia), plus
+    that of the joints' rotor inertias (``difflie.forces.JointInertia``)."""
     m, J = model.bodies.mass, model.bodies.inertia
     v, w = states.velocity, states.angular_velocity
-    return 0.5 * jnp.sum(m * jnp.sum(v * v, -1) + jnp.sum(w * mv(J, w), -1), -1)
+    bodies = 0.5 * jnp.sum(m * jnp.sum(v * v, -1) + jnp.sum(w * mv(J, w), -1), -1)
+    rotors = [jax.vmap(element.kinetic_energy)(states.position, states.rotation, v, w) for element in model.forces if element.accelerated]
+    return bodies + sum(rotors)
 
 
 @eager

@@ -3,23 +3,26 @@
 Every element is called as ``element(t, r, R, rdot, omega) -> (f, tau)`` with the state of all
 ``nb`` bodies (COM position ``r`` (nb, 3), body-to-world ``R`` (nb, 3, 3), COM world velocity
 ``rdot`` (nb, 3), body angular velocity ``omega`` (nb, 3)) and returns the world force at the
-COM ``f`` (nb, 3) and the torque about the COM in body axes ``tau`` (nb, 3). Gravity is a field
-of ``difflie.model.Model``, not an element.
+COM ``f`` (nb, 3) and the torque about the COM in body axes ``tau`` (nb, 3). An element whose
+wrench depends on the accelerations as well (``accelerated``: the joints' rotor inertias,
+``JointInertia``) gives it through ``inertial``. Gravity is a field of ``difflie.model.Model``,
+not an element.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .hinges import HingeGroups
-from .lie import cross
-from .lie.ops import mtv, mv
+from .lie import cross, hat
+from .lie.ops import mm, mtv, mv
 
 
 class AbstractForce(eqx.Module):
@@ -31,11 +34,25 @@ class AbstractForce(eqx.Module):
     any other, and the iteration matrix is then treated as dense.
     """
 
+    # True for an element whose wrench depends on the bodies' accelerations (``inertial``): the
+    # rotor inertias of joints. ``Model.newton_euler`` adds it where accelerations are unknowns
+    # (the implicit solvers); the explicit ones, which need ``M`` block-diagonal, refuse it.
+    accelerated: ClassVar[bool] = False
+
     def __call__(self, t, r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
         raise NotImplementedError
 
     def coupling(self) -> tuple[tuple[int, int], ...] | None:
         return None
+
+    def inertial(self, t, r, R, rdot, omega, acceleration, angular_acceleration) -> tuple[Array, Array]:
+        """The wrench of an ``accelerated`` element, with the world COM accelerations and the
+        body angular accelerations."""
+        raise NotImplementedError
+
+    def kinetic_energy(self, r, R, rdot, omega) -> Float[Array, ""]:
+        """The kinetic energy an ``accelerated`` element adds (its inertia's)."""
+        raise NotImplementedError
 
 
 class Wrench(AbstractForce):
@@ -302,6 +319,38 @@ class JointForce(AbstractForce):
             tau_c, tau_p = tau_c + mtv(R[chi], cross(s, F)), tau_p - mtv(R_ext[p], cross(lever_p, F))
         tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
         return f[:nb], tau[:nb]
+
+
+class JointInertia(AbstractForce):
+    """Rotor inertia of 1-DOF joints (MuJoCo's ``armature``): the kinetic energy
+    ``sum_k I_k q_dot_k^2 / 2`` of the joint rates, so the joint torque ``u_k = -I_k q_ddot_k``
+    (the same ``I_k`` added to the diagonal of the joint-space mass matrix).
+
+    ``joints`` holds the joints' geometry (a ``JointForce``, whose own torque and damping are not
+    used); ``q_ddot = d/dt q_dot`` along the motion, by a forward derivative of
+    ``joints.joint_rates``. It is a force that depends on the accelerations: the implicit
+    solvers take it in their Newton-Euler rows (``Model.newton_euler``), and with it the
+    coupling of each joint's two bodies in the iteration matrix.
+    """
+
+    joints: JointForce
+    inertia: Float[Array, " nj"]
+
+    accelerated: ClassVar[bool] = True
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        return self.joints.coupling()
+
+    def __call__(self, t, r, R, rdot, omega):
+        return jnp.zeros_like(r), jnp.zeros_like(r)
+
+    def inertial(self, t, r, R, rdot, omega, acceleration, angular_acceleration):
+        tangents = (rdot, mm(R, hat(omega)), acceleration, angular_acceleration)
+        _, qddot = jax.jvp(self.joints.joint_rates, (r, R, rdot, omega), tangents)
+        return self.joints.apply(lambda qdot: -self.inertia.astype(r.dtype) * qddot, r, R, rdot, omega)
+
+    def kinetic_energy(self, r, R, rdot, omega):
+        return 0.5 * jnp.sum(self.inertia.astype(r.dtype) * self.joints.joint_rates(r, R, rdot, omega) ** 2)
 
 
 def gravity_forces(mass: Array, gravity: Array, like: Array) -> tuple[Array, Array]:

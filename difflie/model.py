@@ -236,6 +236,15 @@ class Model(eqx.Module):
         f, tau = self.applied_forces(t, r, R, v, omega)
         J = self.bodies.inertia
         ang = cross(omega, mv(J, omega)) - tau
+        inertial = [element for element in self.forces if element.accelerated]
         if angular_acceleration is not None:
             ang = ang + mv(J, angular_acceleration)
+            for element in inertial:  # rotor inertias: wrenches of the accelerations
+                fe, te = element.inertial(t, r, R, v, omega, acceleration, angular_acceleration)
+                f, ang = f + fe, ang - te
+        elif inertial:
+            raise ValueError(
+                f"the model's {type(inertial[0]).__name__} (joint rotor inertias, MJCF armature) acts through the "
+                "accelerations, which only the implicit solvers (GeneralizedAlpha, BackwardEuler) have as unknowns"
+            )
         return self.bodies.mass[:, None] * acceleration - f, ang

@@ -55,8 +55,8 @@ MODELS = {
     # a robot file (revolute, prismatic and continuous joints, a merged link) with URDF damping,
     # joint torques and a PD controller on its joint state: every force element of a robot
     "robot": Case(lambda: _robot(), 1e-3, 40.0, "gen_alpha", slow=True),
-    # an MJCF body tree on pairs and triples of hinges about one point (difflie.hinges), damped
-    # and driven
+    # an MJCF body tree on pairs and triples of hinges about one point (difflie.hinges), damped,
+    # driven and with rotor inertias (difflie.forces.JointInertia)
     "hinges": Case(lambda: _hinges(), 1e-3, 10.0, "gen_alpha", slow=True),
 }
 
@@ -72,7 +72,7 @@ def _robot() -> dl.Model:
 def _hinges() -> dl.Model:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RobotModelWarning)  # the geoms' contacts, not modelled
-        return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "hinges.xml"),
+        return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml"),
                              joint_positions={"hip_x": 0.4, "hip_z": -0.3, "knee": -0.7, "sh_2": -0.6},
                              joint_velocities={"waist_z": 0.2, "hip_y": 0.3}, joint_torques={"knee": 0.3})  # fmt: skip
 

@@ -174,6 +174,15 @@ def test_redundant_rows_removed_on_request():
         connect(bar, turned, redundant="remove")
 
 
+def test_rotor_inertias_need_an_implicit_solver():
+    """A joint's rotor inertia acts through the accelerations (``JointInertia``): an explicit
+    solver, which needs ``M`` block-diagonal, refuses it naming why."""
+    two = dl.Model(dl.RigidBody(jnp.ones(2), jnp.stack([jnp.eye(3)] * 2)), r0=jnp.array([[0.0, 0, 0], [1.0, 0, 0]]))
+    rotor = dl.forces.JointInertia(dl.forces.JointForce(0, 1, jnp.array([0.0, 0.0, 1.0])), jnp.array([0.1]))
+    with pytest.raises(ValueError, match="rotor inertias, MJCF armature.*only the implicit solvers"):
+        dl.simulate(eqx.tree_at(lambda m: m.forces, two, (rotor,)), dl.RKMK4(), 0.0, 0.01, 1e-3)
+
+
 def test_redundant_rows_of_a_model_file(tmp_path, capsys):
     """The four-bar on four revolute joints as a model file: ``load_model`` refuses it, naming
     the way out, and with ``redundant="remove"`` removes the same three rows as ``connect``;

@@ -1,7 +1,7 @@
 """Bodies with two or three hinges about one point, as MJCF writes shoulders and hips
 (:mod:`difflie.hinges`), checked against MuJoCo (Todorov, Erez & Tassa, 2012) on the same file:
 its forward kinematics, and its RK4 integration in joint coordinates at ``1e-4`` s as the
-reference trajectory (contacts off, no armature, no limits)."""
+reference trajectory (contacts off, no limits)."""
 
 from __future__ import annotations
 
@@ -103,13 +103,20 @@ def test_joint_space_maps_of_hinge_groups_are_inverse(path):
             np.testing.assert_allclose(jac, np.eye(11), atol=1e-12)
 
 
-def test_hinge_groups_follow_mujoco(path):
-    """Passive, damped, on joint springs and driven by constant joint torques for 0.3 s:
-    generalized-alpha's joint angles converge to MuJoCo's RK4 trajectory at second order (error
-    ratio 4 for half the step), so the hinges' kinematics, their torques, damping and springs
-    (``stiffness`` about ``springref``) are MuJoCo's."""
+def test_hinge_groups_follow_mujoco():
+    """The same tree with rotor inertias on seven of its joints (``armature``, read as
+    ``difflie.forces.JointInertia``), passive, damped, on joint springs and driven by constant
+    joint torques for 0.3 s: generalized-alpha's joint angles converge to MuJoCo's RK4
+    trajectory at second order (error ratio 4 for half the step; 3.9e-5 and 9.8e-6 rad, and 2.3
+    rad with the rotor inertias left out), so the hinges' kinematics, their torques, damping,
+    springs (``stiffness`` about ``springref``) and rotor inertias are MuJoCo's. The kinetic
+    energy counts the rotors' ``I q_dot^2 / 2``."""
+    path = str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml")
     T, saves = 0.3, np.linspace(0.03, 0.3, 10)
     model = _load(path, joint_positions=Q0, joint_velocities=QD0, joint_torques=TAU)
+    (rotors,) = [f for f in model.forces if f.accelerated]
+    m = mujoco.MjModel.from_xml_path(path)
+    np.testing.assert_array_equal(rotors.inertia, [m.dof_armature[m.jnt_dofadr[m.joint(n).id]] for n in model.joint_names])
     m, d = _mujoco(path, Q0, QD0, TAU)
     adr = [m.jnt_qposadr[m.joint(n).id] for n in model.joint_names]
     ref = []
@@ -121,8 +128,13 @@ def test_hinge_groups_follow_mujoco(path):
     for h in (1e-3, 5e-4):
         sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, T, h, saveat=dl.SaveAt(ts=jnp.asarray(saves)))
         errors.append(float(np.abs(np.asarray(dl.joint_coordinates(model, sol)) - np.array(ref)).max()))
-    assert errors[1] < 3e-4, errors  # 1.7e-4 rad; a wrong force or frame gives no ratio of 4
+    assert errors[1] < 3e-5, errors  # a wrong force, frame or inertia gives no ratio of 4
     assert 3.5 < errors[0] / errors[1] < 4.5, errors
+    qd = np.asarray(dl.joint_velocities(model, sol))
+    b = sol.states
+    bodies = 0.5 * np.sum(np.asarray(model.bodies.mass) * np.sum(np.asarray(b.velocity) ** 2, -1), -1) + 0.5 * np.sum(
+        np.einsum("sbi,bij,sbj->sb", np.asarray(b.angular_velocity), np.asarray(model.bodies.inertia), np.asarray(b.angular_velocity)), -1)  # fmt: skip
+    np.testing.assert_allclose(dl.diagnostics.kinetic_energy(model, b), bodies + 0.5 * qd**2 @ np.asarray(rotors.inertia), rtol=1e-12)
 
 
 def test_hinge_groups_that_difflie_does_not_read(path, tmp_path):

@@ -83,6 +83,11 @@ def test_modes_of_hanging_pendulums_are_the_joint_space_ones():
 
     np.testing.assert_allclose(omega2(g), m * g * l / 2 / (J + m * l**2 / 4), rtol=1e-10)
     np.testing.assert_allclose(jax.grad(omega2)(g), m * l / 2 / (J + m * l**2 / 4), rtol=1e-8)
+    # A rotor inertia on the joint (MJCF armature) adds to the joint's inertia.
+    rod = chain(1, joint="revolute")
+    hinge = dl.forces.JointForce(-1, 0, jnp.array([0.0, 1.0, 0.0]), rod.R0[0].T @ -rod.r0[0])
+    geared = eqx.tree_at(lambda m: m.forces, rod, (dl.forces.JointInertia(hinge, jnp.array([0.2])),))
+    np.testing.assert_allclose(solve(geared).omega_squared[0], m * g * l / 2 / (J + m * l**2 / 4 + 0.2), rtol=1e-10)
     Mj = np.array([[J + m * l**2 / 4 + m * l**2, m * l**2 / 2], [m * l**2 / 2, J + m * l**2 / 4]])
     Kj = m * g * l * np.diag([3 / 2, 1 / 2])
     pair = np.sort(np.real(np.linalg.eigvals(np.linalg.solve(Mj, Kj))))

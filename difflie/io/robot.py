@@ -19,9 +19,10 @@ From the compiled body tree:
   Pinocchio and MuJoCo, a URDF's root link is fixed unless asked) gives a floating base: no
   constraint;
 - URDF ``<dynamics damping>`` and MJCF joint ``damping`` become viscous joint damping, MJCF
-  joint ``stiffness`` (about ``springref``) linear joint springs (``JointSpring``), and
-  ``joint_torques`` the actuation (``JointForce``);
-- what is not modelled (joint limits, friction, armature, contacts, tendons, equality
+  joint ``stiffness`` (about ``springref``) linear joint springs (``JointSpring``), MJCF
+  ``armature`` the joints' rotor inertias (``JointInertia``), and ``joint_torques`` the
+  actuation (``JointForce``);
+- what is not modelled (joint limits, friction, contacts, tendons, equality
   constraints such as URDF ``mimic``, actuators) is named in one ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
@@ -46,7 +47,7 @@ import numpy as np
 from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
-from ..forces import JointForce, JointTorques
+from ..forces import JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
 from ..joint_space import JointFeedback, JointSpace, JointSpring
 from ..model import Model
@@ -228,7 +229,7 @@ def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
 
     count("joint limits", sum(int(m.jnt_limited[j]) for j in movable))
     count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
-    count("armature", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt)))
+    count("armature of ball and free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if j not in movable))
     count("springs of ball and free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if j not in movable))
     if collision:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
@@ -452,6 +453,7 @@ def load_robot(
                     s_p=p_pb + R_pb @ s_c, a_p=R_pb @ a_c, s_c=s_c, a_c=a_c, C=R_pb, p_pb=p_pb,
                     ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
                     stiffness=float(m.jnt_stiffness[j]), spring=float(m.qpos_spring[m.jnt_qposadr[j]]),
+                    armature=float(m.dof_armature[m.jnt_dofadr[j]]),
                     slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
                 )
             )  # fmt: skip
@@ -561,6 +563,9 @@ def load_robot(
     if np.any(stiffness != 0):
         spring = JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo])))
         forces.append(JointFeedback(spring, space, jnp.asarray(com), JointForce(**geometry)))
+    armature = np.array([ji["armature"] for ji in jinfo])
+    if np.any(armature != 0):
+        forces.append(JointInertia(JointForce(**geometry), jnp.asarray(armature)))
     g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),

@@ -187,7 +187,8 @@ def modes(model, at: Equilibrium, t: float | Array = 0.0, *, rank_tol: float = 1
     dq0 = jnp.zeros(6 * nb, dtype)
     K = jax.jacfwd(dyn)(dq0)
     K = 0.5 * (K + K.T)
-    M = jax.jacfwd(lambda dq: _mass_times(model, dq.reshape(nb, 6)).reshape(-1))(dq0)
+    # The rows' derivative in the accelerations: M = diag(m I, J) and the joints' rotor inertias.
+    M = jax.jacfwd(lambda a: _dynamics(model, t, x, R, zero, a.reshape(nb, 6), lam)[0].reshape(-1))(dq0)
     if model.num_constraints:
         # A basis of the null space that follows B: the SVD's (a constant) projected onto
         # the null space of the independent combinations of B's rows, differentiably.
