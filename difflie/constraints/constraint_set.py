@@ -109,6 +109,12 @@ class ConstraintSet(eqx.Module):
         return tuple(zip(self.body_i, self.body_j))
 
     @property
+    def driven_rows(self) -> tuple[int, ...]:
+        """The rows that depend on time: drivers, and joint angles given as functions."""
+        angles = (k for k, theta in zip(self.angle_rows, self.thetas) if not isinstance(theta, _Const))
+        return tuple(sorted((*self.driver_rows, *angles)))
+
+    @property
     def driven(self) -> bool:
         """Whether a row depends on time: a driver, or a joint angle given as a function."""
         return bool(self.drivers) or not all(isinstance(theta, _Const) for theta in self.thetas)

@@ -521,7 +521,6 @@ def remove_dependent_rows(model: Model, t0, r, R, label: str) -> tuple[Model, Ar
     hold there. The reactions the removed rows would share are carried by the rows kept."""
     from ..constraints import jacobians as jac
     from ..constraints.formulations import get_formulation
-    from ..constraints.constraint_set import _Const
     from ..kinematics import assemble
 
     m = model.num_constraints
@@ -530,7 +529,7 @@ def remove_dependent_rows(model: Model, t0, r, R, label: str) -> tuple[Model, Ar
     G = np.asarray(jac.jacobian(model, get_formulation("rA"), jnp.asarray(t0, r.dtype), r, R))
     cs = model.constraints
     own = cs.num_constraints
-    driven = set(cs.driver_rows) | {k for k, th in zip(cs.angle_rows, cs.thetas) if not isinstance(th, _Const)}
+    driven = set(cs.driven_rows)
     point = [k for k in range(own) if k not in driven and cs.row_kinds[k] in ("CD", "D", "DP2")]
     direction = [k for k in range(own) if k not in driven and k not in point]
     order = list(range(own, m)) + point + direction + sorted(driven)
