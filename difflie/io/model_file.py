@@ -524,10 +524,10 @@ def remove_dependent_rows(model: Model, t0, r, R, label: str) -> tuple[Model, Ar
     from ..kinematics import assemble
 
     m = model.num_constraints
-    if m == 0 or m > _RANK_CHECK_ROWS:
+    cs = model.constraints
+    if cs is None or m > _RANK_CHECK_ROWS:  # no rows, or pinned points only (independent)
         return model, None
     G = np.asarray(jac.jacobian(model, get_formulation("rA"), jnp.asarray(t0, r.dtype), r, R))
-    cs = model.constraints
     own = cs.num_constraints
     driven = set(cs.driven_rows)
     point = [k for k in range(own) if k not in driven and cs.row_kinds[k] in ("CD", "D", "DP2")]

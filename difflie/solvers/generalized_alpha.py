@@ -180,8 +180,9 @@ class GeneralizedAlpha(AbstractSolver):
       the mechanism's topology (a body and its joint's rows; the bodies around a loop) and
       eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
       its parent's only child joins its parent's block up to this many unknowns. ``None``: one
-      dense matrix. The default keeps a body to a block: larger blocks were slower on chains,
-      trees and loops (``benchmarks/RESULTS.md``, Scaling).
+      dense matrix, as for any step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns,
+      where it is faster. The default keeps a body to a block: larger blocks were slower on
+      chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
     rho_inf: float = 0.9
@@ -216,8 +217,9 @@ class GeneralizedAlpha(AbstractSolver):
         """The iteration matrix's blocks: unknowns ``[dq (6 per body), s lambda]``."""
         nb = model.num_bodies
         rows = model.row_bodies
+        block_size = sparsity.step_block_size(6 * nb + rows.shape[0], self.block_size)
         return sparsity.block_structure(
-            nb, model.coupling(), np.repeat(np.arange(nb), 6), rows, (6 * nb, rows.shape[0]), self.block_size
+            nb, model.coupling(), np.repeat(np.arange(nb), 6), rows, (6 * nb, rows.shape[0]), block_size
         )
 
     def _tolerances(self, dtype):
