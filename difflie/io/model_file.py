@@ -522,6 +522,7 @@ def remove_dependent_rows(model: Model, t0, r, R, label: str) -> tuple[Model, Ar
     from ..constraints import jacobians as jac
     from ..constraints.formulations import get_formulation
     from ..kinematics import assemble
+    from ..lie.ops import so3_exp_matrix
 
     m = model.num_constraints
     cs = model.constraints
@@ -551,7 +552,7 @@ def remove_dependent_rows(model: Model, t0, r, R, label: str) -> tuple[Model, Ar
     worst = 0.0
     for _ in range(2):
         r1 = np.asarray(r) + 1e-2 * size * rng.standard_normal(r.shape)
-        R1 = np.asarray(R) @ _rotations(1e-2 * rng.standard_normal(r.shape))
+        R1 = np.asarray(R) @ np.asarray(so3_exp_matrix(jnp.asarray(1e-2 * rng.standard_normal(r.shape))))
         r1, R1, _, res = assemble(reduced, jnp.asarray(t0, r.dtype), "rA", jnp.asarray(r1, r.dtype), jnp.asarray(R1, r.dtype),
                                   tol=_ASSEMBLY_TOL)  # fmt: skip
         moved = eqx.tree_at(lambda mo: (mo.r0, mo.R0), model, (r1, R1))
@@ -592,16 +593,6 @@ def _independent_rows(G: np.ndarray, order: list[int]) -> list[int]:
             basis = np.vstack([basis, g / norm])
             keep.append(k)
     return keep
-
-
-def _rotations(theta: np.ndarray) -> np.ndarray:
-    """``exp(theta^)`` for rotation vectors ``theta (n, 3)`` (Rodrigues)."""
-    angle = np.linalg.norm(theta, axis=-1)[:, None, None]
-    k = np.zeros(theta.shape[:-1] + (3, 3))
-    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -theta[:, 2], theta[:, 1], -theta[:, 0]
-    k = k - np.swapaxes(k, -1, -2)
-    safe = np.where(angle > 0, angle, 1.0)
-    return np.eye(3) + np.sin(safe) / safe * k + (1 - np.cos(safe)) / safe**2 * k @ k
 
 
 def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model", redundant: str = "error") -> Model:

@@ -232,18 +232,21 @@ def dense(leaves: Sequence[int]) -> Sparsity:
     )  # fmt: skip
 
 
-# A step of at most this many unknowns is one dense matrix whatever the block size: a dense LU
-# and its solves are fewer kernels than the blocks' elimination. Modified Newton, one core,
-# interleaved runs (2026-11-27): dense / blocks 0.72-0.83 for the four link, slider cranks and a
-# four-bar ladder loop (33-36 unknowns), 0.85-0.98 for chains and trees of 2-4 bodies, 0.90
-# (generalized-alpha) and 1.03 (backward Euler) for a revolute chain of 4 (44); 1.05-1.38 for a
-# chain of 8 (72).
+# A step of at most this many unknowns whose iteration matrix is kept (modified Newton) is one
+# dense matrix whatever the block size: a dense LU and its solves are fewer kernels than the
+# blocks' elimination. Modified Newton, one core, interleaved runs (2026-11-27): dense / blocks
+# 0.72-0.83 for the four link, the slider cranks and a four-bar ladder loop (30-36 unknowns),
+# 0.85-0.98 for chains and trees of 2-4 bodies, 0.90 (generalized-alpha) and 1.03 (backward
+# Euler) for a revolute chain of 4 (44); 1.05-1.38 for a chain of 8 (72). A matrix built at
+# every iteration (full Newton) stays in blocks: its dense build takes a derivative per unknown
+# where the blocks' colouring takes a few (a chain of 4: 34 -> 56 us per step dense).
 DENSE_STEP_LIMIT = 48
 
 
-def step_block_size(unknowns: int, block_size: int | None) -> int | None:
-    """The block size a solver's step uses: ``None`` (dense) up to ``DENSE_STEP_LIMIT``."""
-    return None if unknowns <= DENSE_STEP_LIMIT else block_size
+def step_block_size(unknowns: int, block_size: int | None, kept: bool) -> int | None:
+    """The block size of a solver's step: ``None`` (dense) up to ``DENSE_STEP_LIMIT`` unknowns
+    where the iteration matrix is ``kept`` across iterations and steps."""
+    return None if kept and unknowns <= DENSE_STEP_LIMIT else block_size
 
 
 def block_structure(

@@ -102,8 +102,8 @@ class BackwardEuler(AbstractSolver):
     the mechanism's topology (a body and its joint's rows; the bodies around a loop) and
     eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
     its parent's only child joins its parent's block up to this many unknowns. ``None``: one
-    dense matrix, as for any step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns,
-    where it is faster. The default keeps a body to a block: larger blocks were slower on
+    dense matrix, as for a step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns on a
+    kept matrix (modified Newton), where it is faster. The default keeps a body to a block: larger blocks were slower on
     chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
@@ -141,7 +141,7 @@ class BackwardEuler(AbstractSolver):
         (``difflie.constraints.jacobians.structure``)."""
         form = self.form
         unknowns = jac.num_coordinates(form, model.num_bodies) + model.num_constraints + (model.num_bodies if form.normalization else 0)
-        return jac.structure(model, form, sparsity.step_block_size(unknowns, self.block_size))
+        return jac.structure(model, form, sparsity.step_block_size(unknowns, self.block_size, self._keeps_matrix))
 
     def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, tuple[Array, Array]]:
         """``(tol, floor)``: Newton stops when ``||delta||_2 < tol`` or when the rounding test

@@ -180,8 +180,8 @@ class GeneralizedAlpha(AbstractSolver):
       the mechanism's topology (a body and its joint's rows; the bodies around a loop) and
       eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
       its parent's only child joins its parent's block up to this many unknowns. ``None``: one
-      dense matrix, as for any step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns,
-      where it is faster. The default keeps a body to a block: larger blocks were slower on
+      dense matrix, as for a step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns on a
+      kept matrix (modified Newton), where it is faster. The default keeps a body to a block: larger blocks were slower on
       chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
@@ -217,10 +217,14 @@ class GeneralizedAlpha(AbstractSolver):
         """The iteration matrix's blocks: unknowns ``[dq (6 per body), s lambda]``."""
         nb = model.num_bodies
         rows = model.row_bodies
-        block_size = sparsity.step_block_size(6 * nb + rows.shape[0], self.block_size)
+        block_size = sparsity.step_block_size(6 * nb + rows.shape[0], self.block_size, self._modified(6 * nb))
         return sparsity.block_structure(
             nb, model.coupling(), np.repeat(np.arange(nb), 6), rows, (6 * nb, rows.shape[0]), block_size
         )
+
+    def _modified(self, n_dyn: int) -> bool:
+        """Whether the step keeps its iteration matrix (``newton``; ``"auto"``: above one body)."""
+        return self.newton == "modified" or (self.newton == "auto" and n_dyn > 6)
 
     def _tolerances(self, dtype):
         f64 = jnp.finfo(dtype).bits == 64
@@ -290,7 +294,7 @@ class GeneralizedAlpha(AbstractSolver):
         restarts from the predictor.
         """
         rtol, atol, ctol = self._tolerances(x0.dtype)
-        modified = self.newton == "modified" or (self.newton == "auto" and n_dyn > 6)
+        modified = self._modified(n_dyn)
         newton = Newton(
             max_iterations=self.max_iterations,
             modified=modified,
