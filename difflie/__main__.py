@@ -132,6 +132,10 @@ def make_solver(args, model):
     if implicit.get("newton") == "auto" and name == "backward-euler":
         raise CliError("--newton auto is gen-alpha's; backward-euler takes full or modified")
     controller = dl.ConstantStepSize()
+    if args.retry_failed_steps:
+        if name not in ("gen-alpha", "backward-euler"):
+            raise CliError("--retry-failed-steps: for the implicit solvers (gen-alpha, backward-euler) only")
+        controller = dl.ReducingStepSize()
     solver = default_solvers()[name]
     if name == "dopri5":
         rtol = 1e-6 if args.rtol is None else args.rtol
@@ -353,13 +357,13 @@ def run(args) -> int:
     import numpy as np
 
     from . import diagnostics, xla
-    from .simulate import SaveAt, fixed_step_count, memory_estimate, simulate
+    from .simulate import ConstantStepSize, PIDController, SaveAt, fixed_step_count, memory_estimate, simulate
 
     check_options(args)
     model = load(args)
     name, solver, controller = make_solver(args, model)
     dt = 1e-3 if args.dt is None else args.dt
-    adaptive = hasattr(controller, "rtol")
+    adaptive = not isinstance(controller, ConstantStepSize)  # steps that the run chooses
     n_steps = fixed_step_count(0.0, args.t1, dt)
     max_steps = max(100_000, 10 * n_steps) if adaptive else n_steps
     # an adaptive run saves by chunks of at most this many steps (its compiled buffer), not max_steps
@@ -382,7 +386,12 @@ def run(args) -> int:
         def go(m, s):
             return simulate(m, solver, 0.0, args.t1, dt, max_steps=max_steps, start=s, **options)
 
-    step = f"rtol = {controller.rtol}" if adaptive else f"dt = {args.t1 / n_steps:.6g} ({n_steps} step{'s' * (n_steps > 1)})"
+    if isinstance(controller, PIDController):
+        step = f"rtol = {controller.rtol}"
+    elif adaptive:
+        step = f"dt = {dt:.6g}, halved where a step fails"
+    else:
+        step = f"dt = {args.t1 / n_steps:.6g} ({n_steps} step{'s' * (n_steps > 1)})"
     print(f"difflie: {args.model} with {name}, t1 = {args.t1} s, {step}, {np.dtype(model.r0.dtype).name}", file=sys.stderr)
 
     def compile_and_run():
@@ -507,6 +516,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-iterations", type=positive_int, metavar="N",
                    help="Newton iterations per step before a step fails (default: 25 for gen-alpha, 20 for backward-euler)")
     s.add_argument("--dt", type=float, help="step size, the initial one for dopri5 (default: 1e-3)")
+    s.add_argument("--retry-failed-steps", action="store_true",
+                   help="retry a step whose Newton iteration fails at half the size, growing back to --dt after "
+                        "ten good steps, as Exudyn's adaptiveStep (dl.ReducingStepSize; implicit solvers)")
     s.add_argument("--t1", type=float, default=1.0, help="end time in seconds (default: %(default)g)")
     s.add_argument("--rtol", type=float, help="relative tolerance of dopri5 (default: 1e-6)")
     s.add_argument("--atol", type=float, help="absolute tolerance of dopri5 (default: --rtol)")

@@ -310,6 +310,23 @@ def test_adaptive_run_in_chunks_is_the_same_run(tmp_path, capsys):
     np.testing.assert_allclose(chunked["angular_velocity"][-1], whole["angular_velocity"][-1], rtol=1e-5)
 
 
+def test_failed_steps_retried_at_half_the_size(tmp_path, capsys):
+    """``--retry-failed-steps``: the heavy top under gen-alpha at dt = 1e-2, whose fixed steps
+    fail at t = 0.06 s (``tests/test_failures.py``), runs to t1 on steps halved where Newton
+    fails, its pivot held; explicit solvers refuse the option."""
+    out = tmp_path / "retry.npz"
+    argv = ["simulate", "heavy-top", "--solver", "gen-alpha", "--dt", "1e-2", "--t1", "0.2", "--retry-failed-steps", "--out", str(out)]
+    assert main(argv) == 0, _err(capsys)
+    summary = capsys.readouterr()
+    assert "dt = 0.01, halved where a step fails" in summary.err
+    assert int(summary.out.split("rejected ")[1].split(",")[0]) > 0
+    run = np.load(out)
+    assert run["t"][-1] == pytest.approx(0.2) and np.diff(run["t"]).min() < 1e-2 * (1 - 1e-9)
+    np.testing.assert_allclose(np.linalg.norm(run["position"][:, 0], axis=-1), 1.0, atol=1e-9)
+    assert main(["simulate", "heavy-top", "--solver", "rkmk4", "--retry-failed-steps"]) == 2
+    assert "--retry-failed-steps: for the implicit solvers (gen-alpha, backward-euler) only" in _err(capsys)
+
+
 def test_adaptive_run_that_outgrows_the_memory_stops_with_one_line(capsys):
     """The chunk fits, the run's saved states outgrow the limit: exit 2, the figure and the time."""
     argv = ["simulate", "heavy-top", "--solver", "dopri5", "--t1", "0.3", "--adaptive-chunk", "10", "--max-memory", "20K"]
