@@ -39,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .body import RigidBody
-from .forces import AbstractForce, JointForce
+from .forces import AbstractForce, JointForce, JointInertia
 from .hinges import HingeGroups, turn
 from .lie import SO3, cross
 from .lie.ops import mv, quat_to_matrix
@@ -323,6 +323,8 @@ def _hinge_groups(model) -> list[HingeGroups]:
             out += [f.space.hinges, f.joint.hinges]
         elif isinstance(f, JointForce):
             out.append(f.hinges)
+        elif isinstance(f, JointInertia):
+            out.append(f.joints.hinges)
     return [h for h in out if h is not None]
 
 
@@ -330,11 +332,11 @@ def with_bodies(model, bodies: RigidBody):
     """``model`` with the inertial parameters of ``bodies`` (mass, COM in the link frame, inertia
     about the COM): link frames, joints and the initial state's link poses and velocities stay
     where they are. What depends on the COM moves with it: the initial COM positions and
-    velocities and the joint points of ``JointForce`` (kept relative to
+    velocities and the joint points of ``JointForce`` and ``JointInertia`` (kept relative to
     the COM). Traceable: ``bodies`` may come from parameters being fitted."""
     if bodies.mass.shape != model.bodies.mass.shape:
         raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")
-    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback))]
+    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback, JointInertia))]
     if others:
         raise ValueError(f"with_bodies: cannot move the COM-relative points of force elements {others}")
     old, new = model.bodies.com, bodies.com.astype(model.bodies.com.dtype)
@@ -346,6 +348,8 @@ def with_bodies(model, bodies: RigidBody):
     def moved(f):
         if isinstance(f, JointFeedback):
             return eqx.tree_at(lambda f: (f.com, f.joint), f, (new, moved(f.joint)))
+        if isinstance(f, JointInertia):
+            return eqx.tree_at(lambda f: f.joints, f, moved(f.joints))
         return eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)])
 
     forces = tuple(moved(f) for f in model.forces)

@@ -57,12 +57,14 @@ def _vector(model, values):
     return jnp.array([values.get(n, 0.0) for n in model.joint_names])
 
 
-def test_hinge_groups_place_bodies_as_mujoco_and_read_back(path):
+def test_hinge_groups_place_bodies_as_mujoco_and_read_back():
     """The loaded state is MuJoCo's forward kinematics (COM positions, rotations, COM velocities,
     angular velocities) at the same joint positions and rates, and ``joint_coordinates`` /
     ``joint_velocities`` read them back, also for a middle hinge beyond 90 degrees (the branch of
     the given positions); ``with_joint_state`` places the bodies as the loader does, and moves
-    the joint forces (torques, damping, a PD law) to that branch: the same motion follows."""
+    the joint forces (torques, damping, a PD law, rotor inertias) to that branch: the same
+    motion follows."""
+    path = str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml")
     q = dict(Q0, hip_z=2.0)  # the hip's middle angle on the far branch
     law = lambda t, q, qd: -2.0 * (q - 0.1) - 0.5 * qd  # noqa: E731
     model = _load(path, joint_positions=q, joint_velocities=QD0, joint_torques=TAU, joint_feedback=law)
@@ -187,3 +189,18 @@ def test_gradient_with_respect_to_rotor_inertias():
     assert np.abs(fd).max() > 1e-4  # the knee's angle feels the rotors
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-9)
 
+
+
+def test_with_bodies_moves_the_rotor_inertias_joint_points():
+    """``with_bodies`` (identification's parameter map) keeps the joints' points where they are
+    when a COM moves: those of the rotor inertias as those of the joint torques."""
+    path = str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml")
+    model = _load(path, joint_positions=Q0, joint_torques=TAU)
+    com = model.bodies.com.at[2].add(jnp.array([0.01, -0.02, 0.03]))
+    moved = dl.joint_space.with_bodies(model, dl.RigidBody(model.bodies.mass, model.bodies.inertia, com))
+    rotors = [f for f in moved.forces if f.accelerated][0].joints
+    torques = [f for f in moved.forces if isinstance(f, dl.forces.JointForce)][0]
+    np.testing.assert_array_equal(rotors.point, torques.point)
+    j = [k for k, c in enumerate(torques.child) if c == 2][0]  # a joint of body 2
+    np.testing.assert_allclose(rotors.point[j] - [f for f in model.forces if f.accelerated][0].joints.point[j],
+                               [-0.01, 0.02, -0.03], atol=1e-15)  # fmt: skip
