@@ -444,6 +444,51 @@ def run(args) -> int:
     return 0
 
 
+def statics(args) -> int:
+    """``equilibrium``: ``difflie.equilibrium`` of the model from its initial configuration, then
+    the lowest ``--modes`` eigenfrequencies of ``difflie.modes`` about it."""
+    import numpy as np
+
+    from . import xla
+    from .results import RESULTS, BodyState
+    from .solvers.statics import equilibrium, modes
+
+    if args.modes < 0:
+        raise CliError(f"--modes must be 0 or more, got {args.modes}")
+    model = load(args)
+    print(f"difflie: equilibrium of {args.model}, {np.dtype(model.r0.dtype).name}", file=sys.stderr)
+    t_start = time.perf_counter()
+    eq = xla.jit(lambda m: equilibrium(m, stabilizer=args.stabilizer, max_iterations=args.max_iterations, throw=False))(model)
+    if not bool(eq.result == RESULTS.successful):
+        print(f"difflie: no equilibrium: Newton stopped after {int(eq.iterations)} iterations at residual "
+              f"{float(eq.residual):.1e} (more --max-iterations, or a smaller --stabilizer for slow, heavy "
+              "mechanisms)", file=sys.stderr)  # fmt: skip
+        return 1
+    state = eq.state
+    print(f"equilibrium in {int(eq.iterations)} iterations, residual {float(eq.residual):.1e}, "
+          f"{time.perf_counter() - t_start:.1f} s (compile included)")  # fmt: skip
+    states = BodyState(*(x[None] for x in (state.position, state.rotation, state.velocity, state.angular_velocity)))
+    arrays = dict(position=np.asarray(state.position), rotation=np.asarray(state.rotation),
+                  multipliers=np.asarray(eq.multipliers), body_names=np.asarray(model.body_names),
+                  **{k: v[0] if k != "joint_names" else v for k, v in joint_arrays(model, states).items() if k != "qd"})  # fmt: skip
+    for name, x in zip(model.body_names, arrays["position"]):
+        print(f"  {name:24s} COM at ({x[0]: .6f}, {x[1]: .6f}, {x[2]: .6f}) m")
+    for name, q in zip(arrays.get("joint_names", ()), arrays.get("q", ())):
+        print(f"  joint {name:18s} {q: .6f}")
+    if args.modes:
+        md = xla.jit(modes)(model, eq)
+        w2 = np.asarray(md.omega_squared)
+        arrays.update(omega_squared=w2, shapes=np.asarray(md.shapes))
+        shown = np.where(np.abs(w2) <= 1e-10 * np.abs(w2).max(initial=0.0), 0.0, w2)[: args.modes]  # rounding: 0
+        hz = np.sqrt(np.abs(shown)) * np.sign(shown) / (2 * np.pi)
+        print(f"lowest {shown.size} of {w2.size} modes, Hz (negative: unstable, omega^2 < 0): "
+              + ", ".join(f"{f:.6g}" for f in hz))  # fmt: skip
+    if args.out is not None:
+        _atomic_write(args.out, lambda f: np.savez(f, **arrays))
+        print(f"wrote {args.out}")
+    return 0
+
+
 def joint_arrays(model, states) -> dict[str, object]:
     """A robot's ``joint_names`` and its joint coordinates ``q`` and rates ``qd`` (n_saves,
     n_joints) at ``states``; ``{}`` for a model without movable joints."""
@@ -524,6 +569,33 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--atol", type=float, help="absolute tolerance of dopri5 (default: --rtol)")
     s.add_argument("--out", help="write the trajectory to FILE.npz")
     s.add_argument("--plot", help="write a summary figure to FILE.png (.pdf, .svg)")
+    _model_options(s)
+    s.add_argument("--max-memory", type=memory_size, metavar="SIZE",
+                   help="refuse runs needing more, e.g. 16G (default: the available memory)")  # fmt: skip
+    s.add_argument("--adaptive-chunk", type=int, default=100_000, metavar="N",
+                   help="an adaptive run saves in chunks of N steps, each one compiled call (default: %(default)d)")
+    _compute_options(s)
+    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")  # fmt: skip
+    e = sub.add_parser("equilibrium", help="the static equilibrium of a model and its small oscillations")
+    e.add_argument("model", help="model file (.json, .mdl; a robot: .urdf, MJCF .xml) or built-in name (see `list`)")
+    e.add_argument("--modes", type=int, default=6, metavar="N",
+                   help="print the N lowest eigenfrequencies about the equilibrium (default: %(default)d; 0: none)")
+    e.add_argument("--stabilizer", type=float, default=100.0, metavar="C",
+                   help="pseudo-transient continuation: C times the mass matrix joins Newton's matrix at the start, "
+                        "so that it descends onto a stable equilibrium (default: %(default)g; 0: plain Newton, the "
+                        "nearest equilibrium)")  # fmt: skip
+    e.add_argument("--max-iterations", type=positive_int, default=200, metavar="N",
+                   help="Newton iterations before giving up (default: %(default)d)")
+    e.add_argument("--out", help="write the equilibrium (and modes) to FILE.npz")
+    _model_options(e)
+    _compute_options(e)
+    sub.add_parser("list", help="list built-in models and solvers")
+    return p
+
+
+def _model_options(s: argparse.ArgumentParser) -> None:
+    """The options that make the model: masses of the C1/C2 files, redundant rows, robots."""
     s.add_argument("--mass", type=float, help="mass of every body the model file gives none (the C1/C2 files)")
     s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
     s.add_argument("--remove-redundant", dest="redundant", action="store_true",
@@ -546,19 +618,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--floating-base", action=argparse.BooleanOptionalAction, default=None,
                    help="free the root link; --no-floating-base fixes it where it starts (default: as the "
                         "file has it: an MJCF free joint floats, a URDF root is fixed)")
-    s.add_argument("--max-memory", type=memory_size, metavar="SIZE",
-                   help="refuse runs needing more, e.g. 16G (default: the available memory)")  # fmt: skip
-    s.add_argument("--adaptive-chunk", type=int, default=100_000, metavar="N",
-                   help="an adaptive run saves in chunks of N steps, each one compiled call (default: %(default)d)")
+
+
+def _compute_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--float32", action="store_true", help="compute in float32 (default: float64; the first line says which)")
     s.add_argument("--compile-cache", action=argparse.BooleanOptionalAction, default=True,
                    help="keep compiled programs in JAX's persistent cache, so that a second run of the same model, "
                         "solver and options skips most of the compile (default: on, in $XDG_CACHE_HOME/difflie/jax "
                         "or ~/.cache/difflie/jax; JAX_COMPILATION_CACHE_DIR overrides)")  # fmt: skip
-    s.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")  # fmt: skip
-    sub.add_parser("list", help="list built-in models and solvers")
-    return p
 
 
 def spectral_radius(text: str) -> float:
@@ -668,7 +735,7 @@ def _main(argv: list[str] | None) -> int:
         jax.config.update("jax_enable_x64", not args.float32)  # this process is the user's program
         if args.compile_cache and not jax.config.jax_compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir", str(compile_cache_dir()))
-        return run(args)
+        return statics(args) if args.command == "equilibrium" else run(args)
     except KeyboardInterrupt:
         print("difflie: interrupted", file=sys.stderr)
         return 130

@@ -327,6 +327,29 @@ def test_failed_steps_retried_at_half_the_size(tmp_path, capsys):
     assert "--retry-failed-steps: for the implicit solvers (gen-alpha, backward-euler) only" in _err(capsys)
 
 
+def test_equilibrium_and_modes_of_the_double_pendulum(tmp_path, capsys):
+    """``equilibrium``: the built-in double pendulum (rods of 4 m and 2 m on revolute joints
+    about x, released horizontal) hangs straight down, and its two eigenfrequencies are those of
+    the joint-space ``(K, M)`` written by hand."""
+    import difflie as dl
+
+    out = tmp_path / "eq.npz"
+    assert main(["equilibrium", "double-pendulum", "--modes", "2", "--out", str(out)]) == 0, _err(capsys)
+    printed = capsys.readouterr().out
+    model = dl.models.double_pendulum()
+    (m1, m2), (l1, l2), g = np.asarray(model.bodies.mass), (4.0, 2.0), 9.81
+    J1, J2 = (float(model.bodies.inertia[k, 2, 2]) for k in (0, 1))  # body z: the joints' axis, world x
+    M = np.array([[J1 + m1 * l1**2 / 4 + m2 * l1**2, m2 * l1 * l2 / 2], [m2 * l1 * l2 / 2, J2 + m2 * l2**2 / 4]])
+    K = g * np.diag([m1 * l1 / 2 + m2 * l1, m2 * l2 / 2])
+    hz = np.sqrt(np.sort(np.linalg.eigvals(np.linalg.solve(M, K)).real)) / (2 * np.pi)
+    shown = [float(f) for f in printed.split("Hz (negative: unstable, omega^2 < 0): ")[1].split("\n")[0].split(", ")]
+    np.testing.assert_allclose(shown, hz, rtol=1e-5)
+    eq = np.load(out)
+    np.testing.assert_allclose(eq["position"][:, 2], [-l1 / 2, -l1 - l2 / 2], atol=1e-9)
+    np.testing.assert_allclose(eq["position"][:, :2], 0.0, atol=1e-9)
+    assert main(["equilibrium", "double-pendulum", "--modes", "-1"]) == 2
+
+
 def test_adaptive_run_that_outgrows_the_memory_stops_with_one_line(capsys):
     """The chunk fits, the run's saved states outgrow the limit: exit 2, the figure and the time."""
     argv = ["simulate", "heavy-top", "--solver", "dopri5", "--t1", "0.3", "--adaptive-chunk", "10", "--max-memory", "20K"]
