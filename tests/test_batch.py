@@ -181,6 +181,7 @@ _SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a process of its own that compiles everything again: 47 s of the default run
 def test_sharding_over_two_host_devices():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")

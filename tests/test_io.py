@@ -98,7 +98,11 @@ def _residual_and_jacobian(model, t, r, R):
     return np.asarray(cons.residual(t, r, R)), np.asarray(jac.jacobian(as_model(cons, com), RA, t, r, R))
 
 
-@pytest.mark.parametrize("name", sorted(PAIRS))
+# Every mechanism once in the default run, in one of its two formats; the other files in the slow run.
+SLOW_FILES = {"single_pendulum.json", "double_pendulum.json", "four_link_rotated.mdl", "slider_crank_rotated.mdl"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW_FILES else []) for n in sorted(PAIRS)])
 def test_file_matches_builtin_residual_and_jacobian(name):
     """Same constraint rows as the built-in model, up to their order and sign."""
     builtin, loaded = PAIRS[name]

@@ -68,9 +68,8 @@ def test_free_body_on_a_spring():
 
 def test_modes_of_hanging_pendulums_are_the_joint_space_ones():
     """Small oscillations about the hanging equilibrium: one rod on a revolute joint,
-    ``omega^2 = m g (l/2) / (J + m l^2 / 4)``, and its derivative with respect to gravity;
-    two rods, the eigenvalues of the joint-space ``(K, M)`` written by hand; on spherical
-    joints, each of those twice (two planes) and two free spins about the rods' axes."""
+    ``omega^2 = m g (l/2) / (J + m l^2 / 4)``, and its derivative with respect to gravity; a
+    rotor inertia on the joint (MJCF armature) adds to ``J``."""
     g, l, m = 9.81, 1.0, 1.0
     J = float(chain(1, joint="revolute").bodies.inertia[0, 1, 1])  # about a transverse axis
 
@@ -88,6 +87,16 @@ def test_modes_of_hanging_pendulums_are_the_joint_space_ones():
     hinge = dl.forces.JointForce(-1, 0, jnp.array([0.0, 1.0, 0.0]), rod.R0[0].T @ -rod.r0[0])
     geared = eqx.tree_at(lambda m: m.forces, rod, (dl.forces.JointInertia(hinge, jnp.array([0.2])),))
     np.testing.assert_allclose(solve(geared).omega_squared[0], m * g * l / 2 / (J + m * l**2 / 4 + 0.2), rtol=1e-10)
+
+
+@pytest.mark.slow
+def test_modes_of_two_rods_are_the_joint_space_ones():
+    """Two rods on revolute joints: the eigenvalues of the joint-space ``(K, M)`` written by
+    hand, mass-normalised shapes; on spherical joints each of those twice (two planes) and two
+    free spins about the rods' axes."""
+    g, l, m = 9.81, 1.0, 1.0
+    J = float(chain(1, joint="revolute").bodies.inertia[0, 1, 1])  # about a transverse axis
+    solve = jax.jit(lambda model: dl.modes(model, dl.equilibrium(model)))
     Mj = np.array([[J + m * l**2 / 4 + m * l**2, m * l**2 / 2], [m * l**2 / 2, J + m * l**2 / 4]])
     Kj = m * g * l * np.diag([3 / 2, 1 / 2])
     pair = np.sort(np.real(np.linalg.eigvals(np.linalg.solve(Mj, Kj))))
