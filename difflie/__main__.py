@@ -69,7 +69,7 @@ def load(args):
     if robot and (key in table or not args.model.lower().endswith(ROBOT_EXTENSIONS)):
         flags = [ROBOT_OPTIONS[k] for k in robot]
         raise CliError(f"{', '.join(flags)} appl{'ies' if len(flags) == 1 else 'y'} to robot files (.urdf, MJCF .xml) only")
-    if getattr(args, "redundant", False):
+    if args.redundant:
         if key in table or args.model.lower().endswith(ROBOT_EXTENSIONS):
             raise CliError("--remove-redundant applies to model files (.json, .mdl) only")
         given["redundant"] = "remove"
@@ -450,7 +450,8 @@ def statics(args) -> int:
     import numpy as np
 
     from . import xla
-    from .results import RESULTS, BodyState
+    from .joint_space import joint_coordinates
+    from .results import RESULTS
     from .solvers.statics import equilibrium, modes
 
     if args.modes < 0:
@@ -467,10 +468,10 @@ def statics(args) -> int:
     state = eq.state
     print(f"equilibrium in {int(eq.iterations)} iterations, residual {float(eq.residual):.1e}, "
           f"{time.perf_counter() - t_start:.1f} s (compile included)")  # fmt: skip
-    states = BodyState(*(x[None] for x in (state.position, state.rotation, state.velocity, state.angular_velocity)))
     arrays = dict(position=np.asarray(state.position), rotation=np.asarray(state.rotation),
-                  multipliers=np.asarray(eq.multipliers), body_names=np.asarray(model.body_names),
-                  **{k: v[0] if k != "joint_names" else v for k, v in joint_arrays(model, states).items() if k != "qd"})  # fmt: skip
+                  multipliers=np.asarray(eq.multipliers), body_names=np.asarray(model.body_names))  # fmt: skip
+    if model.joint_names:
+        arrays.update(joint_names=np.asarray(model.joint_names), q=np.asarray(joint_coordinates(model, state)))
     for name, x in zip(model.body_names, arrays["position"]):
         print(f"  {name:24s} COM at ({x[0]: .6f}, {x[1]: .6f}, {x[2]: .6f}) m")
     for name, q in zip(arrays.get("joint_names", ()), arrays.get("q", ())):

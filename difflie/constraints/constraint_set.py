@@ -117,7 +117,7 @@ class ConstraintSet(eqx.Module):
     @property
     def driven(self) -> bool:
         """Whether a row depends on time: a driver, or a joint angle given as a function."""
-        return bool(self.drivers) or not all(isinstance(theta, _Const) for theta in self.thetas)
+        return bool(self.driven_rows)
 
     @property
     def num_constraints(self) -> int:

@@ -134,11 +134,15 @@ def _row_bodies(model, form: AbstractFormulation) -> np.ndarray:
 DENSE_SADDLE_LIMIT = 3072
 
 
+def num_unknowns(model, form: AbstractFormulation) -> int:
+    """The unknowns of ``structure``'s matrices: the coordinates and the rows of ``Psi``."""
+    return num_coordinates(form, model.num_bodies) + _row_bodies(model, form).shape[0]
+
+
 def saddle_structure(model, form: AbstractFormulation, block_size: int | None = 16) -> sparsity.Sparsity:
     """The structure ``solve_saddle`` is given for a model: one dense block up to
     ``DENSE_SADDLE_LIMIT`` unknowns, else ``structure``."""
-    n = num_coordinates(form, model.num_bodies) + _row_bodies(model, form).shape[0]
-    return structure(model, form, None if n <= DENSE_SADDLE_LIMIT else block_size)
+    return structure(model, form, None if num_unknowns(model, form) <= DENSE_SADDLE_LIMIT else block_size)
 
 
 def solve_saddle(

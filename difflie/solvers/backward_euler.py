@@ -103,8 +103,8 @@ class BackwardEuler(AbstractSolver):
     eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
     its parent's only child joins its parent's block up to this many unknowns. ``None``: one
     dense matrix, as for a step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns on a
-    kept matrix (modified Newton), where it is faster. The default keeps a body to a block: larger blocks were slower on
-    chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
+    kept matrix (modified Newton), where it is faster. The default keeps a body to a block:
+    larger blocks were slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
     formulation: str = eqx.field(static=True, default="rA")
@@ -139,9 +139,8 @@ class BackwardEuler(AbstractSolver):
     def structure(self, model) -> sparsity.Sparsity:
         """The iteration matrix's blocks: unknowns ``[a (all r, all rot), lambda]``
         (``difflie.constraints.jacobians.structure``)."""
-        form = self.form
-        unknowns = jac.num_coordinates(form, model.num_bodies) + model.num_constraints + (model.num_bodies if form.normalization else 0)
-        return jac.structure(model, form, sparsity.step_block_size(unknowns, self.block_size, self._keeps_matrix))
+        block_size = sparsity.step_block_size(jac.num_unknowns(model, self.form), self.block_size, self._keeps_matrix)
+        return jac.structure(model, self.form, block_size)
 
     def _stopping_test(self, h, y0: BackwardEulerState, x0) -> tuple[Array, tuple[Array, Array]]:
         """``(tol, floor)``: Newton stops when ``||delta||_2 < tol`` or when the rounding test

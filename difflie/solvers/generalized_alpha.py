@@ -181,8 +181,8 @@ class GeneralizedAlpha(AbstractSolver):
       eliminated from the leaves of that tree (``difflie.numerics.sparsity``); a body that is
       its parent's only child joins its parent's block up to this many unknowns. ``None``: one
       dense matrix, as for a step of at most ``sparsity.DENSE_STEP_LIMIT`` (48) unknowns on a
-      kept matrix (modified Newton), where it is faster. The default keeps a body to a block: larger blocks were slower on
-      chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
+      kept matrix (modified Newton), where it is faster. The default keeps a body to a block:
+      larger blocks were slower on chains, trees and loops (``benchmarks/RESULTS.md``, Scaling).
     """
 
     rho_inf: float = 0.9

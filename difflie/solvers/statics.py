@@ -72,7 +72,8 @@ def equilibrium(
     the model's parameters: stiffnesses, masses, loads)."""
     if not (isinstance(max_iterations, int) and max_iterations >= 1):
         raise ValueError(f"equilibrium: max_iterations must be an int >= 1, got {max_iterations!r}")
-    alpha = GeneralizedAlpha(rtol=rtol, atol=atol, ctol=ctol, block_size=block_size)
+    # Full Newton (a fresh matrix every iteration), so the step's structure is that of full Newton.
+    alpha = GeneralizedAlpha(newton="full", rtol=rtol, atol=atol, ctol=ctol, block_size=block_size)
     form = get_formulation("rA")
     at_rest = eqx.tree_at(lambda m: (m.v0, m.omega0), model, (jnp.zeros_like(model.v0), jnp.zeros_like(model.omega0)))
     dtype = jnp.result_type(model.r0)
@@ -161,7 +162,8 @@ def modes(model, at: Equilibrium, t: float | Array = 0.0, *, rank_tol: float = 1
     """Small undamped oscillations about the equilibrium ``at`` (Exudyn's
     ``ComputeODE2Eigenvalues``): with ``K = d(-g + B^T lambda)/dq`` at rest (the tangent and the
     geometric stiffness, applied forces that depend on the configuration included, those of the
-    velocities left out) and ``M = diag(m I, J)`` per body, the eigenproblem
+    velocities left out) and ``M`` the rows' derivative in the accelerations (``diag(m I, J)``
+    per body, and the joints' rotor inertias), the eigenproblem
 
         N^T K N phi = omega^2 N^T M N phi,   N an orthonormal basis of the null space of B,
 
