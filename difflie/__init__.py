@@ -48,6 +48,7 @@ from .lie import (
 )
 from .model import Model as Model
 from .joint_space import joint_coordinates as joint_coordinates, joint_velocities as joint_velocities, link_pose as link_pose
+from .joint_space import ball_joint_quaternions as ball_joint_quaternions, ball_joint_velocities as ball_joint_velocities
 from .simulate import (
     ConstantStepSize as ConstantStepSize,
     PIDController as PIDController,

@@ -492,15 +492,20 @@ def statics(args) -> int:
 
 def joint_arrays(model, states) -> dict[str, object]:
     """A robot's ``joint_names`` and its joint coordinates ``q`` and rates ``qd`` (n_saves,
-    n_joints) at ``states``; ``{}`` for a model without movable joints."""
+    n_joints) at ``states``, and its ``ball_joint_names`` with ``ball_q`` (n_saves, n_balls, 4)
+    and ``ball_qd`` (n_saves, n_balls, 3); ``{}`` for a model without movable joints."""
     import numpy as np
 
-    from .joint_space import joint_coordinates, joint_velocities
+    from .joint_space import ball_joint_quaternions, ball_joint_velocities, joint_coordinates, joint_velocities
 
-    if not model.joint_names:
-        return {}
-    return dict(joint_names=np.asarray(model.joint_names), q=np.asarray(joint_coordinates(model, states)),
-                qd=np.asarray(joint_velocities(model, states)))  # fmt: skip
+    out = {}
+    if model.joint_names:
+        out.update(joint_names=np.asarray(model.joint_names), q=np.asarray(joint_coordinates(model, states)),
+                   qd=np.asarray(joint_velocities(model, states)))  # fmt: skip
+    if model.ball_joint_names:
+        out.update(ball_joint_names=np.asarray(model.ball_joint_names), ball_q=np.asarray(ball_joint_quaternions(model, states)),
+                   ball_qd=np.asarray(ball_joint_velocities(model, states)))  # fmt: skip
+    return out
 
 
 def _atomic_write(path: str, write) -> None:

@@ -15,7 +15,10 @@ and the rates, with world angular velocities ``w = R omega`` and point velocitie
     prismatic:  q_dot = (w_p x R_p a) . d + (R_p a) . (v_c(P_c) - v_p(P_p)),   d = P_c - P_p
 
 Revolute angles are continuous along the saves (unwrapped) and on the branch nearest the initial
-joint positions at the first save. Two or three hinges about one point of a body (MJCF) are read
+joint positions at the first save. A ball joint (MJCF) has MuJoCo's coordinates: the unit
+quaternion of ``C^T R_p^T R_c`` (``ball_joint_quaternions``, continuous along the saves, on the
+side of the initial one at the first) and ``omega_rel = R_c^T (w_c - w_p)``, the relative angular
+velocity in the child's axes (``ball_joint_velocities``). Two or three hinges about one point of a body (MJCF) are read
 as one relative rotation (``difflie.hinges``: generalised Euler angles, the middle one on the
 branch of the initial joint positions). ``link_pose`` gives the world pose of any link of the file
 (an end effector, a floating base).
@@ -42,8 +45,25 @@ from .body import RigidBody
 from .forces import AbstractForce, JointForce, JointInertia
 from .hinges import HingeGroups, turn
 from .lie import SO3, cross
-from .lie.ops import mv, quat_to_matrix
+from .lie.ops import matrix_to_quat, mv, quat_to_matrix
 from .results import BodyState
+
+
+class BallJoints(eqx.Module):
+    """The ball joints of a robot (MJCF ``type="ball"``): body indices ``parent`` (ground: -1)
+    and ``child``, the joint point in the parent's and the child's body frames (from the
+    body-frame origin), ``relative_rotation`` ``C = R_p^T R_c`` at the identity quaternion, and
+    the loaded quaternions ``initial`` ``(qw, qx, qy, qz)``. ``after[b]``: how many of the 1-DOF
+    joints of ``JointSpace`` precede ball ``b`` in the tree's order (parents first)."""
+
+    names: tuple[str, ...] = eqx.field(static=True)
+    parent: tuple[int, ...] = eqx.field(static=True)
+    child: tuple[int, ...] = eqx.field(static=True)
+    after: tuple[int, ...] = eqx.field(static=True)
+    parent_point: Float[Array, "nball 3"]
+    child_point: Float[Array, "nball 3"]
+    relative_rotation: Float[Array, "nball 3 3"]
+    initial: Float[Array, "nball 4"]
 
 
 class JointSpace(eqx.Module):
@@ -58,6 +78,7 @@ class JointSpace(eqx.Module):
     (x, y, z, qw, qx, qy, qz))`` (merged links included; ground: -1) and ``meshes`` lists
     ``(link name, mesh file, pose in the link frame)`` for plots. ``hinges``: the bodies with
     two or three hinges (``difflie.hinges.HingeGroups``; ``None``: one joint per body).
+    ``balls``: the ball joints (``BallJoints``; ``None``: none).
     """
 
     names: tuple[str, ...] = eqx.field(static=True)
@@ -75,10 +96,15 @@ class JointSpace(eqx.Module):
     links: tuple = eqx.field(static=True, default=())
     meshes: tuple = eqx.field(static=True, default=())
     hinges: HingeGroups | None = None
+    balls: BallJoints | None = None
 
     @property
     def num_joints(self) -> int:
         return len(self.names)
+
+    @property
+    def ball_names(self) -> tuple[str, ...]:
+        return () if self.balls is None else self.balls.names
 
 
 def _joint_space(model) -> JointSpace:
@@ -179,6 +205,46 @@ def _rates(js: JointSpace, com: Float[Array, "nb 3"], solution) -> Float[Array, 
     return jnp.where(np.asarray(js.prismatic), slide, revolute)
 
 
+def _balls(model) -> BallJoints:
+    balls = _joint_space(model).balls
+    if balls is None:
+        raise ValueError("ball joints: the model has none (model.ball_joint_names is empty)")
+    return balls
+
+
+def ball_joint_quaternions(model, solution) -> Float[Array, "*n nball 4"]:
+    """Ball joint positions ``(n_saves, n_ball, 4)``, MuJoCo's ``qpos`` of each ball: the unit
+    quaternion ``(qw, qx, qy, qz)`` of ``C^T R_p^T R_c`` (the child's rotation from its reference
+    orientation in the parent), in the order of ``model.ball_joint_names``. A quaternion and its
+    negative are one rotation: the saves are continuous, the first on the side of the loaded
+    one. ``solution`` as in ``joint_coordinates``."""
+    balls = _balls(model)
+    _, R, _, _ = _poses(model.bodies.com, solution)
+    p, c = _indices(balls, model.num_bodies)
+    M = jnp.einsum("kji,...klj,...klm->...kim", balls.relative_rotation.astype(R.dtype), R[..., p, :, :], R[..., c, :, :])
+    q = matrix_to_quat(M)
+    first = balls.initial.astype(q.dtype)
+    if q.ndim == 2:
+        return q * jnp.where(jnp.sum(q * first, -1) < 0, -1.0, 1.0)[:, None]
+
+    def side(prev, x):
+        x = x * jnp.where(jnp.sum(x * prev, -1) < 0, -1.0, 1.0)[..., None]
+        return x, x
+
+    return jax.lax.scan(side, jnp.broadcast_to(first, q.shape[1:]), q)[1]
+
+
+def ball_joint_velocities(model, solution) -> Float[Array, "*n nball 3"]:
+    """Ball joint rates ``(n_saves, n_ball, 3)``, MuJoCo's ``qvel`` of each ball: the angular
+    velocity of the child relative to the parent in the child's axes, ``R_c^T (w_c - w_p)``."""
+    balls = _balls(model)
+    _, R, _, w = _poses(model.bodies.com, solution)
+    if w is None:
+        raise ValueError("ball_joint_velocities: the solution has no velocities")
+    p, c = _indices(balls, model.num_bodies)
+    return jnp.einsum("...kji,...kj->...ki", R[..., c, :, :], w[..., c, :] - w[..., p, :])
+
+
 def link_pose(model, solution, link: str) -> tuple[Float[Array, "*n 3"], Float[Array, "*n 3 3"]]:
     """World position ``(n_saves, 3)`` and rotation ``(n_saves, 3, 3)`` of the frame of the
     file's link ``link`` (an end effector, a floating base's root link; merged links too):
@@ -200,9 +266,12 @@ def link_pose(model, solution, link: str) -> tuple[Float[Array, "*n 3"], Float[A
     return o[..., b, :] + mv(Rb, p), Rb @ R_l
 
 
-def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None) -> BodyState:
+def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None,
+                       ball_q: Float[Array, "nball 4"] | None = None, ball_qd: Float[Array, "nball 3"] | None = None) -> BodyState:
     """Body states at joint positions ``q`` and rates ``qd`` (order of ``model.joint_names``;
-    ``None``: at rest), with the ground and a floating base where ``model`` has them.
+    ``None``: at rest), with the ground and a floating base where ``model`` has them; ball joints
+    at the quaternions ``ball_q`` and relative angular velocities ``ball_qd`` (child axes; order
+    of ``model.ball_joint_names``; ``None``: the loaded quaternions, at rest).
 
     One ``lax.scan`` over the joints in tree order (parents first, as the loader orders them),
     so it traces once whatever the number of bodies. For joint ``k`` from parent ``p`` (origin
@@ -215,9 +284,11 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
                     w_c = w_p,  v_c = v_p + w_p x (o_c - o_p) + qd a
 
     A later hinge of a body's group turns the child about its own axis ``C^T axis`` and point
-    ``s_c``, as a joint from the child (as the hinges before it left it) to itself. The result
-    satisfies the joint constraints to rounding, and ``joint_coordinates`` and
-    ``joint_velocities`` read ``q`` and ``qd`` back from it."""
+    ``s_c``, as a joint from the child (as the hinges before it left it) to itself. A ball
+    joint is a revolute one with ``Rot(a_c, dq)`` replaced by ``Rot(ball_q)`` and ``qd a`` by
+    ``R_c ball_qd``, in the tree's order among the others. The result satisfies the joint
+    constraints to rounding, and ``joint_coordinates`` and ``joint_velocities`` (and the ball
+    joints' readers) read ``q`` and ``qd`` back from it."""
     js = _joint_space(model)
     nb = model.num_bodies
     r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
@@ -239,28 +310,51 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
         C = jnp.where(later[:, None, None], jnp.eye(3, dtype=dtype), C)
     a_c = jnp.einsum("kji,kj->ki", C, axis)
     offset = sp - mv(C, sc)
+    nj = js.num_joints
     xs = (jnp.asarray(p), jnp.asarray(c), jnp.asarray(np.asarray(js.prismatic)), q - js.reference.astype(dtype), qd,
-          C, axis, sp, sc, a_c, offset)  # fmt: skip
+          C, axis, sp, sc, a_c, offset, jnp.zeros((nj, 4), dtype).at[:, 0].set(1.0), jnp.zeros((nj, 3), dtype))  # fmt: skip
+    if js.balls is not None:  # ball joints in the tree's order among the others
+        xs = _with_balls(xs, js.balls, nb, dtype, ball_q, ball_qd)
 
     def joint(carry, x):
         o, R, v, w = carry
-        pk, ck, pri, dq, qdk, Ck, ax, spk, sck, ack, off = x
+        pk, ck, pri, dq, qdk, Ck, ax, spk, sck, ack, off, qb, wb = x
         op, Rp, vp, wp = o[pk], R[pk], v[pk], w[pk]
         a = Rp @ ax
-        Rr = Rp @ Ck @ SO3.exp(ack * dq).as_matrix()
+        Rr = Rp @ Ck @ SO3.exp(ack * dq).as_matrix() @ quat_to_matrix(qb)
+        w_rel = qdk * a + Rr @ wb  # a 1-DOF joint's wb and a ball's qdk are 0
         pivot = op + Rp @ spk
         o_rev = pivot - Rr @ sck
         o_pri = op + Rp @ (off + dq * ax)
         oc = jnp.where(pri, o_pri, o_rev)
         Rc = jnp.where(pri, Rp @ Ck, Rr)
-        wc = jnp.where(pri, wp, wp + qdk * a)
-        vc = vp + cross(wp, oc - op) + jnp.where(pri, qdk * a, qdk * cross(a, oc - pivot))
+        wc = jnp.where(pri, wp, wp + w_rel)
+        vc = vp + cross(wp, oc - op) + jnp.where(pri, qdk * a, cross(w_rel, oc - pivot))
         return (o.at[ck].set(oc), R.at[ck].set(Rc), v.at[ck].set(vc), w.at[ck].set(wc)), None
 
     (o, R, v, w), _ = jax.lax.scan(joint, (o, R, v, w), xs)
     o, R, v, w = o[:nb], R[:nb], v[:nb], w[:nb]
     rc = mv(R, model.bodies.com.astype(dtype))
     return BodyState(o + rc, R, v + cross(w, rc), jnp.einsum("kji,kj->ki", R, w))
+
+
+def _with_balls(xs: tuple, balls: BallJoints, nb: int, dtype, ball_q, ball_qd) -> tuple:
+    """The scan's joint table with the ball joints' rows inserted where the tree has them."""
+    n = len(balls.names)
+    qb = balls.initial.astype(dtype) if ball_q is None else jnp.asarray(ball_q, dtype)
+    wb = jnp.zeros((n, 3), dtype) if ball_qd is None else jnp.asarray(ball_qd, dtype)
+    if qb.shape != (n, 4) or wb.shape != (n, 3):
+        raise ValueError(f"forward_kinematics: ball_q and ball_qd must have shapes ({n}, 4) and ({n}, 3), got {qb.shape}, {wb.shape}")
+    qb = qb / jnp.linalg.norm(qb, axis=-1, keepdims=True)
+    par, chi = _indices(balls, nb)
+    x_axis = jnp.zeros((n, 3), dtype).at[:, 0].set(1.0)  # unused: no turn about an axis
+    sp, sc, C = (x.astype(dtype) for x in (balls.parent_point, balls.child_point, balls.relative_rotation))
+    rows = (jnp.asarray(par), jnp.asarray(chi), jnp.zeros(n, bool), jnp.zeros(n, dtype), jnp.zeros(n, dtype),
+            C, x_axis, sp, sc, x_axis, sp - mv(C, sc), qb, wb)  # fmt: skip
+    nj = xs[0].shape[0]
+    keys = np.concatenate([np.arange(nj) * 2 + 1, np.asarray(balls.after) * 2])  # a ball before the joint it precedes
+    order = np.argsort(keys, kind="stable")
+    return tuple(jnp.concatenate([a.astype(b.dtype), b])[order] for a, b in zip(xs, rows))
 
 
 class JointFeedback(AbstractForce):
@@ -297,15 +391,19 @@ class JointSpring(eqx.Module):
         return -self.stiffness.astype(q.dtype) * (q - self.rest.astype(q.dtype))
 
 
-def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None):
-    """``model`` with its initial state at joint positions ``q`` and rates ``qd`` (see
-    ``forward_kinematics``; ``joint_coordinates`` then reads revolute angles on the
-    branch of ``q``); traceable, so windows can start from measured joint states inside one
-    compiled program."""
-    s = forward_kinematics(model, q, qd)
+def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None,
+                     ball_q: Float[Array, "nball 4"] | None = None, ball_qd: Float[Array, "nball 3"] | None = None):
+    """``model`` with its initial state at joint positions ``q`` and rates ``qd``, and ball
+    joints at ``ball_q``, ``ball_qd`` (see ``forward_kinematics``; ``joint_coordinates`` then
+    reads revolute angles on the branch of ``q``); traceable, so windows can start from
+    measured joint states inside one compiled program."""
+    s = forward_kinematics(model, q, qd, ball_q, ball_qd)
     q = jnp.asarray(q, s.position.dtype)
     model = eqx.tree_at(lambda m: (m.r0, m.R0, m.v0, m.omega0, m.joints.initial), model,
                         (s.position, s.rotation, s.velocity, s.angular_velocity, q))  # fmt: skip
+    if model.joints.balls is not None and ball_q is not None:
+        ball_q = jnp.asarray(ball_q, s.position.dtype)
+        model = eqx.tree_at(lambda m: m.joints.balls.initial, model, ball_q / jnp.linalg.norm(ball_q, axis=-1, keepdims=True))
     feedback = [k for k, f in enumerate(model.forces) if isinstance(f, JointFeedback)]
     model = eqx.tree_at(lambda m: [m.forces[k].space.initial for k in feedback], model, [q] * len(feedback))
     if model.joints.hinges is None:
@@ -378,10 +476,13 @@ class LinearInterpolation(eqx.Module):
 
 
 __all__ = [
+    "BallJoints",
     "JointFeedback",
     "JointSpring",
     "JointSpace",
     "LinearInterpolation",
+    "ball_joint_quaternions",
+    "ball_joint_velocities",
     "forward_kinematics",
     "joint_coordinates",
     "joint_velocities",

@@ -154,6 +154,11 @@ class Model(eqx.Module):
         """The movable joints of a robot model, in file order (``()`` without ``joints``)."""
         return () if self.joints is None else tuple(self.joints.names)
 
+    @property
+    def ball_joint_names(self) -> tuple[str, ...]:
+        """The ball joints of a robot model (MJCF), in file order (``()`` without any)."""
+        return () if self.joints is None else tuple(self.joints.ball_names)
+
     def applied_forces(
         self, t, r: Array, R: Array, rdot: Array, omega: Array
     ) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:

@@ -58,6 +58,8 @@ MODELS = {
     # an MJCF body tree on pairs and triples of hinges about one point (difflie.hinges), damped,
     # driven and with rotor inertias (difflie.forces.JointInertia)
     "hinges": Case(lambda: _hinges(), 1e-3, 10.0, "gen_alpha", slow=True),
+    # MJCF ball joints among hinges, their damping and rotor inertias (three 1-DOF joints each)
+    "balls": Case(lambda: _balls(), 1e-3, 10.0, "gen_alpha", slow=True),
 }
 
 
@@ -75,6 +77,14 @@ def _hinges() -> dl.Model:
         return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml"),
                              joint_positions={"hip_x": 0.4, "hip_z": -0.3, "knee": -0.7, "sh_2": -0.6},
                              joint_velocities={"waist_z": 0.2, "hip_y": 0.3}, joint_torques={"knee": 0.3})  # fmt: skip
+
+
+def _balls() -> dl.Model:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RobotModelWarning)  # the geoms' contacts, not modelled
+        return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "balls.xml"),
+                             joint_positions={"root": 0.4, "shoulder": [0.8, 0.0, 0.6, 0.0], "elbow": -0.6},
+                             joint_velocities={"wrist": [-1.0, 0.5, 0.3]})  # fmt: skip
 
 
 SOLVERS = {

@@ -201,15 +201,14 @@ def test_revolute_joint_forces_scatter_no_force():
 
 def test_malformed_robot_files(tmp_path):
     """Clear errors naming the file and the element: a body with two hinges at different
-    points, a ball joint, a
-    moving link without mass, malformed XML with its line, an inertia no body has, unknown joint
+    points, one angle for a ball joint, a moving link without mass, malformed XML with its line, an inertia no body has, unknown joint
     names in the keywords."""
     two = TOY_MJCF.replace('<joint name="elbow"', '<joint name="wrist" type="hinge" axis="1 0 0" pos="0.05 0 0"/>\n<joint name="elbow"')
     with pytest.raises(ModelFileError, match=r"body 'arm' has the joints \['wrist', 'elbow'\] at different points"):
         dl.load_model(_write(tmp_path, "two.xml", two))
     ball = TOY_MJCF.replace('type="hinge" axis="0 1 0" pos="0 0 0" ref="0.3"', 'type="ball"')
-    with pytest.raises(ModelFileError, match="ball joint"):
-        dl.load_model(_write(tmp_path, "ball.xml", ball))
+    with pytest.raises(ValueError, match=r"joint_positions\['elbow'\] of a ball joint must be a quaternion \(qw, qx, qy, qz\), got 0.5"):
+        dl.load_model(_write(tmp_path, "ball.xml", ball), joint_positions={"elbow": 0.5})
     rotor = TOY_URDF[TOY_URDF.index('<link name="rotor">') : TOY_URDF.index('<link name="tcp"/>')]
     massless = TOY_URDF.replace(rotor, '<link name="rotor"/>\n  ')
     with pytest.raises(ModelFileError, match=r"massless.urdf: link 'rotor': it moves but has no positive mass"):  # MuJoCo's check

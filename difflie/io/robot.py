@@ -11,6 +11,12 @@ From the compiled body tree:
 - an MJCF body with two or three hinges about one point is one body on a spherical joint
   (three hinges; 3 rows) or a universal joint that keeps the angle of its axes (two; 4 rows),
   its hinges read as MuJoCo applies them, one after the other (``difflie.hinges``);
+- an MJCF ball joint is a spherical joint (3 rows); its coordinates are MuJoCo's: the
+  quaternion of the child's rotation relative to its reference orientation in the parent, and
+  the angular velocity of child relative to parent in the child's axes
+  (``difflie.joint_space.BallJoints``). Its damping ``-c omega_rel`` and rotor inertia
+  (``armature``: the kinetic energy ``I |omega_rel|^2 / 2``) are those of three 1-DOF joints
+  about orthonormal axes fixed in the parent, which sum to the same torque;
 - a link without a joint (URDF ``fixed``) is merged rigidly into its parent: masses add, the
   COM is the mass-weighted mean and inertias move to it by the parallel-axis theorem
   ``J = sum R_b J_b R_b^T + m_b (|d_b|^2 I - d_b d_b^T)``; links merged into the world are the
@@ -49,7 +55,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import JointFeedback, JointSpace, JointSpring
+from ..joint_space import BallJoints, JointFeedback, JointSpace, JointSpring
 from ..model import Model
 from .model_file import ModelFileError
 
@@ -104,12 +110,13 @@ def _pose_tuple(R, p) -> tuple[float, ...]:
     return tuple(float(x) for x in p) + _matrix_quat(R)
 
 
-def _unit(q) -> np.ndarray:
-    """A base pose's quaternion, normalised if its norm is 1 to within typed digits (1e-3)."""
+def _unit(q, what: str = "base_pose quaternion") -> np.ndarray:
+    """A quaternion ``(qw, qx, qy, qz)``, normalised if its norm is 1 to within typed digits
+    (1e-3)."""
     q = np.asarray(q, float)
     norm = np.linalg.norm(q)
     if not abs(norm - 1.0) < 1e-3:
-        raise ValueError(f"load_model: base_pose quaternion (qw, qx, qy, qz) = {q.tolist()} has norm {norm:.6g}, not 1")
+        raise ValueError(f"load_model: {what} (qw, qx, qy, qz) = {q.tolist()} has norm {norm:.6g}, not 1")
     return q / norm
 
 
@@ -229,7 +236,7 @@ def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
 
     count("joint limits", sum(int(m.jnt_limited[j]) for j in movable))
     count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
-    count("armature of ball and free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if j not in movable))
+    count("armature of free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     count("springs of ball and free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if j not in movable))
     if collision:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
@@ -341,31 +348,32 @@ def load_robot(
     body_names = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joint_names_all = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
 
-    # Joints: one per body, or two or three hinges about one point; hinge, slide or free.
+    # Joints: one per body, or two or three hinges about one point; hinge, slide, ball or free.
     movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
     movable_names = [joint_names_all[j] for j in movable]
+    ball_names_all = [joint_names_all[j] for j in range(m.njnt) if m.jnt_type[j] == _BALL]
     for b in range(1, m.nbody):
         n = int(m.body_jntnum[b])
         if n > 1:
             _check_hinges(m, b, path, body_names[b], joint_names_all)
         kind = m.jnt_type[m.body_jntadr[b]] if n else None
-        if kind == _BALL:
-            raise ModelFileError(f"{path}: joint {joint_names_all[m.body_jntadr[b]]!r} of body {body_names[b]!r} is a ball joint, not supported")
         if kind == _FREE and m.body_parentid[b] != 0:
             raise ModelFileError(f"{path}: body {body_names[b]!r} has a free joint but is not a child of the world")
     locked = list(locked_joints) if not isinstance(locked_joints, str) else [locked_joints]
-    unknown = [k for k in locked if k not in movable_names]
+    unknown = [k for k in locked if k not in movable_names + ball_names_all]
     if unknown:
-        raise ValueError(f"load_model: locked_joints names unknown joints {unknown}; movable joints are {movable_names}")
+        raise ValueError(f"load_model: locked_joints names unknown joints {unknown}; movable joints are {movable_names + ball_names_all}")
     for b in range(1, m.nbody):
         names = joint_names_all[m.body_jntadr[b] : m.body_jntadr[b] + m.body_jntnum[b]]
         if len(names) > 1 and 0 < sum(k in locked for k in names) < len(names):
             raise ValueError(f"load_model: locked_joints: the hinges {names} of body {body_names[b]!r} turn about one point; lock all of them or none")
-    free_names = [k for k in movable_names if k not in locked]
-    q_given = _by_name(joint_positions, movable_names, "joint_positions")
-    qd_given = _by_name(joint_velocities, movable_names, "joint_velocities", set(free_names))
-    q_of = {k: _float(v, f"joint_positions[{k!r}]") for k, v in q_given.items()}
-    qd_of = {k: _float(v, f"joint_velocities[{k!r}]") for k, v in qd_given.items()}
+    free_names = [k for k in movable_names + ball_names_all if k not in locked]
+    q_given = _by_name(joint_positions, movable_names + ball_names_all, "joint_positions")
+    qd_given = _by_name(joint_velocities, movable_names + ball_names_all, "joint_velocities", set(free_names))
+    q_of = {k: _ball_value(v, f"joint_positions[{k!r}]", 4) if k in ball_names_all else _float(v, f"joint_positions[{k!r}]")
+            for k, v in q_given.items()}  # fmt: skip
+    qd_of = {k: _ball_value(v, f"joint_velocities[{k!r}]", 3) if k in ball_names_all else _float(v, f"joint_velocities[{k!r}]")
+             for k, v in qd_given.items()}  # fmt: skip
 
     roots = [b for b in range(1, m.nbody) if m.body_parentid[b] == 0]
     R_rel = [_quat_matrix(q) for q in m.body_quat]
@@ -387,6 +395,11 @@ def load_robot(
         Rb, pb = R_rel[b], p_rel[b]
         if j >= 0 and joint_names_all[j] in locked:  # welded at its given positions
             for i in range(j, j + m.body_jntnum[b]):
+                if m.jnt_type[i] == _BALL:
+                    pivot = m.jnt_pos[i]
+                    Rj = _quat_matrix(q_of.get(joint_names_all[i], m.qpos0[m.jnt_qposadr[i] : m.jnt_qposadr[i] + 4]))
+                    pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
+                    continue
                 dq = q_of.get(joint_names_all[i], m.qpos0[m.jnt_qposadr[i]]) - m.qpos0[m.jnt_qposadr[i]]
                 if m.jnt_type[i] == _HINGE:
                     pivot = m.jnt_pos[i]
@@ -435,8 +448,9 @@ def load_robot(
             raise ModelFileError(f"{path}: link {body_names[b]!r} has an inertia that is not positive definite")
 
     # Joints: parent body, points and axes at the reference configuration (q = qpos0); the
-    # hinges of one body in order, slot 0 (first), 1 (middle of three), 2 (last).
-    jinfo = []
+    # hinges of one body in order, slot 0 (first), 1 (middle of three), 2 (last). Ball joints
+    # apart (``binfo``); ``tree`` holds both kinds, parents before children.
+    jinfo, binfo, tree = [], [], []
     for k, b in enumerate(groups):
         if kind_of[b] == _FREE:
             continue
@@ -444,6 +458,20 @@ def load_robot(
         R_pb = R_in[par] @ R_rel[b]  # link b in its parent group's frame
         p_pb = R_in[par] @ p_rel[b] + p_in[par]
         n = int(m.body_jntnum[b])
+        if kind_of[b] == _BALL:
+            j = m.body_jntadr[b]
+            s_c, name = np.asarray(m.jnt_pos[j], float), joint_names_all[j]
+            adr = m.jnt_qposadr[j]
+            binfo.append(
+                dict(
+                    name=name, parent=body_of[par], child=k, s_p=p_pb + R_pb @ s_c, s_c=s_c, C=R_pb,
+                    q=q_of.get(name, _unit(m.qpos0[adr : adr + 4], f"the reference of ball joint {name!r}")),
+                    qd=qd_of.get(name, np.zeros(3)), after=len(jinfo),
+                    damping=float(m.dof_damping[m.jnt_dofadr[j]]), armature=float(m.dof_armature[m.jnt_dofadr[j]]),
+                )
+            )  # fmt: skip
+            tree.append(binfo[-1])
+            continue
         for i, j in enumerate(range(m.body_jntadr[b], m.body_jntadr[b] + n)):
             s_c = np.asarray(m.jnt_pos[j], float)
             a_c = np.asarray(m.jnt_axis[j], float) / np.linalg.norm(m.jnt_axis[j])
@@ -457,6 +485,7 @@ def load_robot(
                     slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
                 )
             )  # fmt: skip
+            tree.append(jinfo[-1])
     joint_names = [ji["name"] for ji in jinfo]  # MuJoCo's tree order (the file's), locked ones out
 
     # Forward kinematics: origin o, rotation R, world velocities of the origin and angular.
@@ -473,9 +502,19 @@ def load_robot(
                 except (TypeError, ValueError):
                     raise ValueError(f"load_model: base_velocity must be a pair (v (3,), omega (3,)), got {base_velocity!r}") from None
                 v_w[k], w_w[k] = v, R_w[k] @ w
-    for ji in jinfo:  # parents first; a later hinge turns its child from where the one before left it
+    for ji in tree:  # parents first; a later hinge turns its child from where the one before left it
         k = ji["child"]
-        P, C_j, a_p, s_p = ji["parent"], ji["C"], ji["a_p"], ji["s_p"]
+        P, C_j, s_p = ji["parent"], ji["C"], ji["s_p"]
+        if "qd" in ji:  # a ball joint
+            RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P], o_w[P], v_w[P], w_w[P])
+            R_w[k] = RP @ C_j @ _quat_matrix(ji["q"])
+            pivot = oP + RP @ s_p
+            o_w[k] = pivot - R_w[k] @ ji["s_c"]
+            w_rel = R_w[k] @ ji["qd"]
+            w_w[k] = wP + w_rel
+            v_w[k] = vP + np.cross(wP, o_w[k] - oP) + np.cross(w_rel, o_w[k] - pivot)
+            continue
+        a_p = ji["a_p"]
         if ji["slot"] > 0:
             P, C_j, a_p, s_p = k, np.eye(3), ji["a_c"], ji["s_c"]
         RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P].copy(), o_w[P].copy(), v_w[P].copy(), w_w[P].copy())
@@ -501,6 +540,8 @@ def load_robot(
 
     # Constraints, forces, joint space.
     rows = []
+    for bi in binfo:
+        rows += C.spherical(bi["parent"], bi["s_p"], bi["child"], bi["s_c"], name=bi["name"])
     for ji in jinfo:
         P, K = ji["parent"], ji["child"]
         if ji["size"] > 1:
@@ -519,7 +560,7 @@ def load_robot(
             rows += C.revolute(P, ji["s_p"], ji["a_p"], K, ji["s_c"], ji["a_c"], name=ji["name"])
     forces = []
     damping = np.array([ji["damping"] for ji in jinfo])
-    torque = _torques(joint_torques, joint_names, [k for k in movable_names if k in locked])
+    torque = _torques(joint_torques, joint_names, [k for k in movable_names if k in locked], [bi["name"] for bi in binfo])
     if joint_feedback is not None and not jinfo:
         raise ValueError("load_model: joint_feedback needs movable joints; this robot has none")
     geometry = dict(
@@ -555,6 +596,7 @@ def load_robot(
         links=links,
         meshes=mesh_list,
         hinges=geometry["hinges"],
+        balls=_ball_joints(binfo),
     )
     if joint_feedback is not None:
         law = _feedback_law(joint_feedback, len(jinfo))
@@ -566,6 +608,7 @@ def load_robot(
     armature = np.array([ji["armature"] for ji in jinfo])
     if np.any(armature != 0):
         forces.append(JointInertia(JointForce(**geometry), jnp.asarray(armature)))
+    forces += _ball_forces(binfo, com)
     g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
@@ -583,6 +626,48 @@ def load_robot(
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
     return model
+
+
+def _ball_value(value, what: str, size: int) -> np.ndarray:
+    """A ball joint's quaternion ``(qw, qx, qy, qz)`` (``size`` 4, normalised) or angular
+    velocity (3, in the child's axes)."""
+    if isinstance(value, jax.core.Tracer):
+        _float(value, what)  # the message on traced initial states
+    try:
+        x = np.asarray(value, float).reshape(size)
+    except (TypeError, ValueError):
+        kind = "a quaternion (qw, qx, qy, qz)" if size == 4 else "an angular velocity (3,) in the child's axes"
+        raise ValueError(f"load_model: {what} of a ball joint must be {kind}, got {value!r}") from None
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"load_model: {what} must be finite, got {x.tolist()}")
+    return _unit(x, what) if size == 4 else x
+
+
+def _ball_joints(binfo: list[dict]) -> BallJoints | None:
+    if not binfo:
+        return None
+    stack = lambda key: jnp.asarray(np.stack([bi[key] for bi in binfo]))  # noqa: E731
+    return BallJoints(
+        names=tuple(bi["name"] for bi in binfo), parent=tuple(bi["parent"] for bi in binfo),
+        child=tuple(bi["child"] for bi in binfo), after=tuple(bi["after"] for bi in binfo),
+        parent_point=stack("s_p"), child_point=stack("s_c"), relative_rotation=stack("C"), initial=stack("q"),
+    )  # fmt: skip
+
+
+def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
+    """Damping and rotor inertia of the ball joints that have them: three 1-DOF joints each
+    about the parent's axes, ``sum_k e_k e_k^T = I`` (module docstring)."""
+    out = []
+    for key, make in (("damping", lambda f, c: eqx.tree_at(lambda f: f.damping, f, c)), ("armature", lambda f, c: JointInertia(f, c))):
+        some = [bi for bi in binfo if bi[key] != 0]
+        if not some:
+            continue
+        triads = JointForce(
+            parent=np.repeat([bi["parent"] for bi in some], 3), child=np.repeat([bi["child"] for bi in some], 3),
+            axis=np.tile(np.eye(3), (len(some), 1)), point=np.repeat([bi["s_c"] - com[bi["child"]] for bi in some], 3, axis=0),
+        )  # fmt: skip
+        out.append(make(triads, jnp.asarray(np.repeat([bi[key] for bi in some], 3))))
+    return out
 
 
 def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
@@ -648,7 +733,7 @@ def _feedback_law(law, nj: int):
     return _checked(law, "joint_feedback", (nj,), nj, per=" (one torque per joint)")
 
 
-def _torques(value, joints: list[str], locked: list[str]):
+def _torques(value, joints: list[str], locked: list[str], balls: list[str] = ()):
     """``None``, a callable ``t -> (nj,)``, or a ``JointTorques`` from ``{name: value}`` (a
     number, an expression string of ``t`` as in the model files, or a function of ``t``)."""
     if value is None:
@@ -661,6 +746,8 @@ def _torques(value, joints: list[str], locked: list[str]):
             f"function t -> (n_joints,), got {type(value).__name__}"
         )
     bad = [k for k in value if k not in joints]
+    if any(k in balls for k in bad):
+        raise ValueError(f"load_model: joint_torques names ball joints {[k for k in bad if k in balls]}; difflie actuates 1-DOF joints only")
     if bad:
         where = "locked" if all(k in locked for k in bad) else "unknown"
         raise ValueError(f"load_model: joint_torques names {where} joints {bad}; movable joints are {joints}")

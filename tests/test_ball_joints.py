@@ -1,0 +1,173 @@
+"""MJCF ball joints (``type="ball"``): spherical joints with MuJoCo's coordinates (a quaternion
+and the relative angular velocity in the child's axes), their damping and rotor inertia, checked
+against MuJoCo (Todorov, Erez & Tassa, 2012) on the same file: its forward kinematics, and its
+RK4 integration at ``1e-4`` s as the reference trajectory (contacts off)."""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import difflie as dl
+from difflie.__main__ import joint_arrays
+from difflie.io import ModelFileError, RobotModelWarning
+
+mujoco = pytest.importorskip("mujoco")
+
+PATH = str(pathlib.Path(__file__).resolve().parent / "data" / "balls.xml")
+
+
+def _quat(axis, angle):
+    a = np.asarray(axis, float) / np.linalg.norm(axis)
+    return np.r_[np.cos(angle / 2), np.sin(angle / 2) * a]
+
+
+# A hinge to the world, a ball (damped, with a rotor inertia), a hinge after it (rotor inertia)
+# and a damped ball at the end: balls after hinges and hinges after balls.
+Q0 = dict(root=0.4, shoulder=_quat([1, 2, 0.5], 0.9), elbow=-0.6, wrist=_quat([0.3, -1, 1], 2.8))
+QD0 = dict(root=0.3, shoulder=np.array([0.5, -0.4, 0.8]), elbow=0.7, wrist=np.array([-1.0, 0.5, 0.3]))
+
+
+def _load(path=PATH, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RobotModelWarning)  # the geoms' contacts
+        return dl.load_model(path, **kw)
+
+
+def _mujoco(q, qd):
+    m = mujoco.MjModel.from_xml_path(PATH)
+    d = mujoco.MjData(m)
+    for name, value in q.items():
+        adr = m.jnt_qposadr[m.joint(name).id]
+        d.qpos[adr : adr + np.size(value)] = value
+    for name, value in qd.items():
+        adr = m.jnt_dofadr[m.joint(name).id]
+        d.qvel[adr : adr + np.size(value)] = value
+    mujoco.mj_forward(m, d)
+    return m, d
+
+
+@pytest.fixture(scope="module")
+def model():
+    return _load(joint_positions=Q0, joint_velocities=QD0)
+
+
+def _balls(values, model):
+    return jnp.asarray(np.stack([values[n] for n in model.ball_joint_names]))
+
+
+def test_ball_joints_place_bodies_as_mujoco_and_read_back(model):
+    """The loaded state is MuJoCo's forward kinematics at the same joint positions and rates
+    (a wrist turned by 2.8 rad), the ball joints' readers give back the quaternions and relative
+    angular velocities (MuJoCo's ``qpos``/``qvel`` of a ball) and the hinges their angles; the
+    traced ``forward_kinematics`` and ``with_joint_state`` place the bodies as the loader does."""
+    assert model.joint_names == ("root", "elbow") and model.ball_joint_names == ("shoulder", "wrist")
+    assert model.constraints.num_constraints == 5 + 3 + 5 + 3
+    m, d = _mujoco(Q0, QD0)
+    for b, name in enumerate(model.bodies.names):
+        k = m.body(name).id
+        np.testing.assert_allclose(model.r0[b], d.xipos[k], atol=1e-14)
+        np.testing.assert_allclose(model.R0[b], d.xmat[k].reshape(3, 3), atol=1e-14)
+        vel = np.zeros(6)  # (angular, linear) at the COM, world axes
+        mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_XBODY, k, vel, 0)
+        np.testing.assert_allclose(model.v0[b], vel[3:] + np.cross(vel[:3], d.xipos[k] - d.xpos[k]), atol=1e-13)
+        np.testing.assert_allclose(model.R0[b] @ model.omega0[b], vel[:3], atol=1e-13)
+    state = dl.BodyState(model.r0, model.R0, model.v0, model.omega0)
+    np.testing.assert_allclose(dl.ball_joint_quaternions(model, state), _balls(Q0, model), atol=1e-14)
+    np.testing.assert_allclose(dl.ball_joint_velocities(model, state), _balls(QD0, model), atol=1e-14)
+    np.testing.assert_allclose(dl.joint_coordinates(model, state), [0.4, -0.6], atol=1e-14)
+    np.testing.assert_allclose(dl.joint_velocities(model, state), [0.3, 0.7], atol=1e-14)
+    at_rest = _load(joint_positions={"root": 0.1})
+    again = dl.joint_space.with_joint_state(at_rest, jnp.array([0.4, -0.6]), jnp.array([0.3, 0.7]), _balls(Q0, model), _balls(QD0, model))
+    for a, b in [(again.r0, model.r0), (again.R0, model.R0), (again.v0, model.v0), (again.omega0, model.omega0)]:
+        np.testing.assert_allclose(a, b, atol=1e-14)
+    np.testing.assert_allclose(again.joints.balls.initial, _balls(Q0, model), atol=1e-15)
+    saved = joint_arrays(model, jax.tree.map(lambda x: jnp.stack([x, x]), state))  # what the command line's --out writes
+    assert saved["ball_joint_names"].tolist() == ["shoulder", "wrist"] and saved["q"].shape == (2, 2)
+    np.testing.assert_allclose(saved["ball_q"][1], _balls(Q0, model), atol=1e-14)
+    np.testing.assert_allclose(saved["ball_qd"][1], _balls(QD0, model), atol=1e-14)
+
+
+def test_ball_joint_rates_map_is_inverse(model):
+    """``qd -> bodies -> qd`` through ``forward_kinematics`` and ``ball_joint_velocities`` has
+    the identity as derivative, and its value is the identity map (a linear map of the rates)."""
+    q, qd = jnp.array([0.4, -0.6]), jnp.array([0.3, 0.7])
+    fk = dl.joint_space.forward_kinematics
+    rates = jax.jit(lambda w: dl.ball_joint_velocities(model, fk(model, q, qd, _balls(Q0, model), w.reshape(2, 3))).reshape(-1))
+    w = _balls(QD0, model).reshape(-1)
+    np.testing.assert_allclose(rates(w), w, atol=1e-14)
+    np.testing.assert_allclose(jax.jacfwd(rates)(w), np.eye(6), atol=1e-14)
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    """MuJoCo's RK4 at 1e-4 s: COM positions and ball quaternions at ``SAVES``."""
+    m, d = _mujoco(Q0, QD0)
+    ids = [m.body(n).id for n in model.bodies.names]
+    adr = [m.jnt_qposadr[m.joint(n).id] for n in model.ball_joint_names]
+    ref, ref_q = [], []
+    for ts in SAVES:
+        while d.time < ts - 1e-9:
+            mujoco.mj_step(m, d)
+        ref.append(d.xipos[ids].copy())
+        ref_q.append(np.stack([d.qpos[a : a + 4] for a in adr]))
+    return np.array(ref), np.array(ref_q)
+
+
+SAVES = np.linspace(0.03, 0.3, 10)
+
+
+def _error(model, reference, h):
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, SAVES[-1], h, saveat=dl.SaveAt(ts=jnp.asarray(SAVES)))
+    return float(np.abs(np.asarray(sol.position) - reference[0]).max()), sol
+
+
+def test_ball_joints_follow_mujoco(model, reference):
+    """Passive under gravity for 0.3 s with damping and rotor inertias on the ball joints:
+    generalized-alpha at 5e-4 s follows MuJoCo's RK4 trajectory to 2.9e-7 m (8e-2 m with the
+    balls' damping and rotor inertias left out), and the ball quaternions follow MuJoCo's
+    ``qpos`` (up to the sign MuJoCo does not fix; continuous along the saves)."""
+    error, sol = _error(model, reference, 5e-4)
+    assert error < 5e-7, error
+    q = np.asarray(dl.ball_joint_quaternions(model, sol))
+    ref_q = reference[1] * np.sign(np.sum(reference[1] * q, -1, keepdims=True))
+    np.testing.assert_allclose(q, ref_q, atol=1e-6)
+    assert np.all(np.sum(q[1:] * q[:-1], -1) > 0.9)
+
+
+@pytest.mark.slow
+def test_ball_joints_converge_to_mujoco_at_second_order(model, reference):
+    """Halving the step divides the error by 4 (1.2e-6 and 2.9e-7 m): a wrong frame, damping or
+    rotor inertia gives no ratio of 4, but an error that stops falling."""
+    errors = [_error(model, reference, h)[0] for h in (1e-3, 5e-4)]
+    assert 3.5 < errors[0] / errors[1] < 4.5, errors
+
+
+def test_ball_joint_input_errors(tmp_path):
+    """A quaternion that is not one, a rate of the wrong shape, a torque on a ball joint and a
+    ball among other joints of a body are refused, naming the joint; a locked ball joint welds
+    its child at the given quaternion."""
+    with pytest.raises(ValueError, match=r"joint_positions\['shoulder'\] \(qw, qx, qy, qz\) = \[1.0, 1.0, 0.0, 0.0\] has norm 1.41421, not 1"):
+        _load(joint_positions={"shoulder": [1.0, 1.0, 0.0, 0.0]})
+    with pytest.raises(ValueError, match=r"joint_velocities\['wrist'\] of a ball joint must be an angular velocity \(3,\)"):
+        _load(joint_velocities={"wrist": 0.5})
+    with pytest.raises(ValueError, match=r"joint_torques names ball joints \['wrist'\]; difflie actuates 1-DOF joints only"):
+        _load(joint_torques={"wrist": 0.5})
+    mixed = tmp_path / "mixed.xml"
+    mixed.write_text(pathlib.Path(PATH).read_text().replace('<joint name="wrist" type="ball" damping="0.05"/>',
+                                                             '<joint name="twist" axis="1 0 0" pos="0.02 0 0" armature="0.01"/><joint name="wrist" type="ball"/>'))  # fmt: skip
+    with pytest.raises(ModelFileError, match=r"body 'hand' has the joints \['twist', 'wrist'\].*not \['hinge', 'ball'\]"):
+        _load(str(mixed))
+    welded = _load(joint_positions=Q0, locked_joints=["wrist"])
+    assert welded.ball_joint_names == ("shoulder",) and welded.num_bodies == 3
+    full = _load(joint_positions=Q0)
+    for a, b in zip(*(dl.link_pose(m, dl.BodyState(m.r0, m.R0, m.v0, m.omega0), "hand") for m in (welded, full))):
+        np.testing.assert_allclose(a, b, atol=1e-14)
+    hinges_only = _load(joint_positions=Q0, locked_joints=["wrist", "shoulder"])
+    with pytest.raises(ValueError, match="the model has none"):
+        dl.ball_joint_quaternions(hinges_only, dl.BodyState(hinges_only.r0, hinges_only.R0, hinges_only.v0, hinges_only.omega0))
