@@ -70,8 +70,8 @@ def load(args):
         flags = [ROBOT_OPTIONS[k] for k in robot]
         raise CliError(f"{', '.join(flags)} appl{'ies' if len(flags) == 1 else 'y'} to robot files (.urdf, MJCF .xml) only")
     if args.redundant:
-        if key in table or args.model.lower().endswith(ROBOT_EXTENSIONS):
-            raise CliError("--remove-redundant applies to model files (.json, .mdl) only")
+        if key in table:
+            raise CliError("--remove-redundant applies to model files (.json, .mdl, .urdf, MJCF .xml) only")
         given["redundant"] = "remove"
     if key in table:
         if given:

@@ -21,7 +21,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .hinges import HingeGroups
-from .lie import cross, hat
+from .lie import SO3, cross, hat
 from .lie.ops import mm, mtv, mv
 
 
@@ -351,6 +351,37 @@ class JointInertia(AbstractForce):
 
     def kinetic_energy(self, r, R, rdot, omega):
         return 0.5 * jnp.sum(self.inertia.astype(r.dtype) * self.joints.joint_rates(r, R, rdot, omega) ** 2)
+
+
+class BallSpring(AbstractForce):
+    """Linear springs of ball joints (MJCF ``stiffness`` of a ``type="ball"`` joint, as MuJoCo
+    applies it). Ball ``k`` turns body ``child[k]`` relative to ``parent[k]`` (-1: ground) by
+    ``M = C^T R_p^T R_c`` from its reference (``C``: ``relative_rotation``); at rest ``M = S``
+    (``rest``). The child takes the torque ``-k_k log(S^T M)`` in its own axes (the rotation
+    vector from rest: ``|tau| = k angle``), the parent the opposite couple. ``stiffness`` (n,)
+    is a leaf."""
+
+    parent: tuple[int, ...] = eqx.field(static=True)
+    child: tuple[int, ...] = eqx.field(static=True)
+    relative_rotation: Float[Array, "n 3 3"]
+    rest: Float[Array, "n 3 3"]
+    stiffness: Float[Array, " n"]
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.parent, self.child))
+
+    def __call__(self, t, r, R, rdot, omega):
+        nb, dtype = r.shape[0], r.dtype
+        par, chi = np.asarray(self.parent), np.asarray(self.child)
+        p = np.where(par < 0, nb, par)
+        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
+        Rp, Rc = R_ext[p], R[chi]
+        M = mm(jnp.swapaxes(mm(Rp, self.relative_rotation.astype(dtype)), -1, -2), Rc)
+        v = SO3(mm(jnp.swapaxes(self.rest.astype(dtype), -1, -2), M)).log()
+        tau_c = -self.stiffness.astype(dtype)[:, None] * v
+        tau_p = -mtv(Rp, mv(Rc, tau_c))
+        tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
+        return jnp.zeros_like(r), tau[:nb]
 
 
 def gravity_forces(mass: Array, gravity: Array, like: Array) -> tuple[Array, Array]:

@@ -42,7 +42,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .body import RigidBody
-from .forces import AbstractForce, JointForce, JointInertia
+from .forces import AbstractForce, BallSpring, JointForce, JointInertia
 from .hinges import HingeGroups, turn
 from .lie import SO3, cross
 from .lie.ops import matrix_to_quat, mv, quat_to_matrix
@@ -434,7 +434,7 @@ def with_bodies(model, bodies: RigidBody):
     the COM). Traceable: ``bodies`` may come from parameters being fitted."""
     if bodies.mass.shape != model.bodies.mass.shape:
         raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")
-    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback, JointInertia))]
+    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback, JointInertia, BallSpring))]
     if others:
         raise ValueError(f"with_bodies: cannot move the COM-relative points of force elements {others}")
     old, new = model.bodies.com, bodies.com.astype(model.bodies.com.dtype)
@@ -448,6 +448,8 @@ def with_bodies(model, bodies: RigidBody):
             return eqx.tree_at(lambda f: (f.com, f.joint), f, (new, moved(f.joint)))
         if isinstance(f, JointInertia):
             return eqx.tree_at(lambda f: f.joints, f, moved(f.joints))
+        if isinstance(f, BallSpring):  # no point of a body
+            return f
         return eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)])
 
     forces = tuple(moved(f) for f in model.forces)

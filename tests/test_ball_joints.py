@@ -1,5 +1,5 @@
 """MJCF ball joints (``type="ball"``): spherical joints with MuJoCo's coordinates (a quaternion
-and the relative angular velocity in the child's axes), their damping and rotor inertia, checked
+and the relative angular velocity in the child's axes), their damping, rotor inertia and spring, checked
 against MuJoCo (Todorov, Erez & Tassa, 2012) on the same file: its forward kinematics, and its
 RK4 integration at ``1e-4`` s as the reference trajectory (contacts off)."""
 
@@ -27,8 +27,8 @@ def _quat(axis, angle):
     return np.r_[np.cos(angle / 2), np.sin(angle / 2) * a]
 
 
-# A hinge to the world, a ball (damped, with a rotor inertia), a hinge after it (rotor inertia)
-# and a damped ball at the end: balls after hinges and hinges after balls.
+# A hinge to the world, a ball (damped, sprung, with a rotor inertia), a hinge after it (rotor
+# inertia) and a damped ball at the end: balls after hinges and hinges after balls.
 Q0 = dict(root=0.4, shoulder=_quat([1, 2, 0.5], 0.9), elbow=-0.6, wrist=_quat([0.3, -1, 1], 2.8))
 QD0 = dict(root=0.3, shoulder=np.array([0.5, -0.4, 0.8]), elbow=0.7, wrist=np.array([-1.0, 0.5, 0.3]))
 
@@ -128,9 +128,10 @@ def _error(model, reference, h):
 
 
 def test_ball_joints_follow_mujoco(model, reference):
-    """Passive under gravity for 0.3 s with damping and rotor inertias on the ball joints:
-    generalized-alpha at 5e-4 s follows MuJoCo's RK4 trajectory to 2.9e-7 m (8e-2 m with the
-    balls' damping and rotor inertias left out), and the ball quaternions follow MuJoCo's
+    """Passive under gravity for 0.3 s with damping, rotor inertias and a spring on the ball
+    joints: generalized-alpha at 5e-4 s follows MuJoCo's RK4 trajectory to 3.8e-7 m (5e-2 m
+    with the balls' damping, rotor inertias and spring left out, 5e-2 m without the spring
+    alone), and the ball quaternions follow MuJoCo's
     ``qpos`` (up to the sign MuJoCo does not fix; continuous along the saves)."""
     error, sol = _error(model, reference, 5e-4)
     assert error < 5e-7, error
@@ -142,8 +143,8 @@ def test_ball_joints_follow_mujoco(model, reference):
 
 @pytest.mark.slow
 def test_ball_joints_converge_to_mujoco_at_second_order(model, reference):
-    """Halving the step divides the error by 4 (1.2e-6 and 2.9e-7 m): a wrong frame, damping or
-    rotor inertia gives no ratio of 4, but an error that stops falling."""
+    """Halving the step divides the error by 4 (1.5e-6 and 3.8e-7 m): a wrong frame, damping,
+    rotor inertia or spring gives no ratio of 4, but an error that stops falling."""
     errors = [_error(model, reference, h)[0] for h in (1e-3, 5e-4)]
     assert 3.5 < errors[0] / errors[1] < 4.5, errors
 

@@ -60,6 +60,8 @@ MODELS = {
     "hinges": Case(lambda: _hinges(), 1e-3, 10.0, "gen_alpha", slow=True),
     # MJCF ball joints among hinges, their damping and rotor inertias (three 1-DOF joints each)
     "balls": Case(lambda: _balls(), 1e-3, 10.0, "gen_alpha", slow=True),
+    # a spatial loop closed by an MJCF connect, and a free body held by a weld
+    "loop": Case(lambda: _robot_file("loop.xml"), 1e-3, 10.0, "gen_alpha", slow=True),
 }
 
 
@@ -77,6 +79,12 @@ def _hinges() -> dl.Model:
         return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml"),
                              joint_positions={"hip_x": 0.4, "hip_z": -0.3, "knee": -0.7, "sh_2": -0.6},
                              joint_velocities={"waist_z": 0.2, "hip_y": 0.3}, joint_torques={"knee": 0.3})  # fmt: skip
+
+
+def _robot_file(name: str) -> dl.Model:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RobotModelWarning)  # the geoms' contacts, not modelled
+        return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / name))
 
 
 def _balls() -> dl.Model:

@@ -186,7 +186,7 @@ def test_rotor_inertias_need_an_implicit_solver():
 def test_redundant_rows_of_a_model_file(tmp_path, capsys):
     """The four-bar on four revolute joints as a model file: ``load_model`` refuses it, naming
     the way out, and with ``redundant="remove"`` removes the same three rows as ``connect``;
-    the command line's ``--remove-redundant`` is for model files only."""
+    the command line's ``--remove-redundant`` is for model files only (not the built-in ones)."""
     import json
 
     from difflie.__main__ import main
@@ -210,7 +210,7 @@ def test_redundant_rows_of_a_model_file(tmp_path, capsys):
     with pytest.warns(UserWarning, match=r"removed 3 of 20 constraint rows .*\['C_DP1_b', 'D_DP1_a', 'D_DP1_b'\]"):
         assert dl.load_model(path, redundant="remove").num_constraints == 17
     assert main(["simulate", "heavy-top", "--remove-redundant"]) == 2
-    assert "--remove-redundant applies to model files (.json, .mdl) only" in capsys.readouterr().err
+    assert "--remove-redundant applies to model files (.json, .mdl, .urdf, MJCF .xml) only" in capsys.readouterr().err
 
 
 def test_reducing_step_size_retries_failed_newton_steps():

@@ -268,8 +268,9 @@ def load_model(
     body that neither the file nor ``mass`` / ``inertia`` give one (the command line's
     ``--mass`` / ``--inertia``; the C1/C2 files have none).
     ``redundant``: constraint rows that depend on the others at the initial configuration (a
-    planar loop of revolute joints) raise ``ValueError`` (``"error"``) or are removed with a
-    warning naming them (``"remove"``: ``difflie.io.remove_dependent_rows``).
+    planar loop of revolute joints; in a robot file, a loop closed by an MJCF ``connect``) raise
+    ``ValueError`` (``"error"``) or are removed with a warning naming them (``"remove"``:
+    ``difflie.io.remove_dependent_rows``).
 
     Every entry is checked before anything is built: a malformed or unknown key raises a
     ``ModelFileError`` naming its JSON path (``$.bodies[1].omgea: unknown key; did you
@@ -281,9 +282,7 @@ def load_model(
 
         if builtin_kwargs:
             raise ValueError(f"load_model: unexpected keyword arguments {sorted(builtin_kwargs)} for a robot file")
-        if redundant != "error":
-            raise ValueError("load_model: redundant= is for model files and connect; a robot file's joints form a tree")
-        return load_robot(path, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
+        return load_robot(path, redundant=redundant, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
                           joint_feedback=joint_feedback, base_pose=base_pose,

@@ -16,11 +16,19 @@ From the compiled body tree:
   the angular velocity of child relative to parent in the child's axes
   (``difflie.joint_space.BallJoints``). Its damping ``-c omega_rel`` and rotor inertia
   (``armature``: the kinetic energy ``I |omega_rel|^2 / 2``) are those of three 1-DOF joints
-  about orthonormal axes fixed in the parent, which sum to the same torque;
+  about orthonormal axes fixed in the parent, which sum to the same torque; its ``stiffness``
+  a ``BallSpring``;
 - a link without a joint (URDF ``fixed``) is merged rigidly into its parent: masses add, the
   COM is the mass-weighted mean and inertias move to it by the parallel-axis theorem
   ``J = sum R_b J_b R_b^T + m_b (|d_b|^2 I - d_b d_b^T)``; links merged into the world are the
   ground;
+- MJCF equality constraints ``connect`` (a point of one body on a point of another: a
+  spherical joint, 3 rows) and ``weld`` (their relative pose fixed: 6 rows), between bodies or
+  sites, close loops; they hold exactly, where MuJoCo keeps them softly (``solref``,
+  ``solimp``). A body ``connect`` keeps MuJoCo's anchors (the second computed at ``qpos0``), a
+  body ``weld`` its ``relpose`` (body 2 in body 1's frame; a ``torquescale`` of 0 leaves the
+  rotation free, as MuJoCo's limit); site constraints make the sites (their frames, for a weld)
+  coincide. Joint positions that open a loop are closed by the solvers' consistent start;
 - a free joint (MJCF) or ``floating_base=True`` (URDF, which has no notation for it: like
   Pinocchio and MuJoCo, a URDF's root link is fixed unless asked) gives a floating base: no
   constraint;
@@ -28,8 +36,9 @@ From the compiled body tree:
   joint ``stiffness`` (about ``springref``) linear joint springs (``JointSpring``), MJCF
   ``armature`` the joints' rotor inertias (``JointInertia``), and ``joint_torques`` the
   actuation (``JointForce``);
-- what is not modelled (joint limits, friction, contacts, tendons, equality
-  constraints such as URDF ``mimic``, actuators) is named in one ``RobotModelWarning``.
+- what is not modelled (joint limits, friction, contacts, tendons, the other equality
+  constraints such as URDF ``mimic``, inactive ones, actuators) is named in one
+  ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -53,14 +62,16 @@ import numpy as np
 from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
-from ..forces import JointForce, JointInertia, JointTorques
+from ..forces import BallSpring, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
 from ..joint_space import BallJoints, JointFeedback, JointSpace, JointSpring
 from ..model import Model
-from .model_file import ModelFileError
+from .model_file import ModelFileError, consistent_initial_state
 
 ROBOT_EXTENSIONS = (".urdf", ".xml")
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+_CONNECT, _WELD = 0, 1  # mjtEq
+_SITE = 6  # mjtObj
 _KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 
 
@@ -237,14 +248,15 @@ def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
     count("joint limits", sum(int(m.jnt_limited[j]) for j in movable))
     count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
     count("armature of free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
-    count("springs of ball and free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if j not in movable))
+    count("springs of free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     if collision:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
     if m.ntendon:
         items.append(f"tendons ({m.ntendon})")
-    if m.neq:
-        what = "mimic joints" if urdf else "equality constraints"
-        items.append(f"{what} ({m.neq})")
+    closing = sum(int(m.eq_active0[e] and m.eq_type[e] in (_CONNECT, _WELD)) for e in range(m.neq))
+    if m.neq - closing:
+        what = "mimic joints" if urdf else "equality constraints other than active connect and weld"
+        items.append(f"{what} ({m.neq - closing})")
     if m.nu:
         items.append(f"actuators ({m.nu}; give joint_torques instead)")
     if np.any(m.body_gravcomp != 0):
@@ -306,6 +318,7 @@ def load_robot(
     floating_base: bool | None = None,
     locked_joints=(),
     gravity=None,
+    redundant: str = "error",
     mass=None,
     inertia=None,
     drivers=None,
@@ -332,6 +345,10 @@ def load_robot(
     root is fixed), ``True`` frees the root links, ``False`` fixes them where they start.
     ``locked_joints``: names of movable joints welded at their ``joint_positions`` (merged into
     the parent, as Pinocchio's ``buildReducedModel``). ``gravity`` overrides the file's.
+    With loops (``connect``, ``weld``) the initial state is assembled and its velocities
+    projected (``difflie.io.model_file.consistent_initial_state``, warning when they move), and
+    ``redundant`` says what to do with rows that depend on the others (a planar loop closed by a
+    ``connect``): ``"error"`` or ``"remove"``.
     """
     path = os.fspath(path)
     json_only = dict(mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers,
@@ -468,6 +485,7 @@ def load_robot(
                     q=q_of.get(name, _unit(m.qpos0[adr : adr + 4], f"the reference of ball joint {name!r}")),
                     qd=qd_of.get(name, np.zeros(3)), after=len(jinfo),
                     damping=float(m.dof_damping[m.jnt_dofadr[j]]), armature=float(m.dof_armature[m.jnt_dofadr[j]]),
+                    stiffness=float(m.jnt_stiffness[j]), rest=_quat_matrix(m.qpos_spring[adr : adr + 4]),
                 )
             )  # fmt: skip
             tree.append(binfo[-1])
@@ -539,7 +557,8 @@ def load_robot(
     omega0 = np.einsum("kji,kj->ki", R_w, w_w)
 
     # Constraints, forces, joint space.
-    rows = []
+    rows = _equalities(m, path, body_of, R_in, p_in, body_names)
+    closing = bool(rows)
     for bi in binfo:
         rows += C.spherical(bi["parent"], bi["s_p"], bi["child"], bi["s_c"], name=bi["name"])
     for ji in jinfo:
@@ -625,6 +644,10 @@ def load_robot(
     items = _not_modelled(m, collision, urdf)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
+    if closing:
+        return consistent_initial_state(model, label=path, redundant=redundant)
+    if redundant not in ("error", "remove"):
+        raise ValueError(f"{path}: redundant must be 'error' or 'remove', got {redundant!r}")
     return model
 
 
@@ -656,7 +679,8 @@ def _ball_joints(binfo: list[dict]) -> BallJoints | None:
 
 def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
     """Damping and rotor inertia of the ball joints that have them: three 1-DOF joints each
-    about the parent's axes, ``sum_k e_k e_k^T = I`` (module docstring)."""
+    about the parent's axes, ``sum_k e_k e_k^T = I`` (module docstring); their springs
+    (``BallSpring``, about MuJoCo's ``qpos_spring``)."""
     out = []
     for key, make in (("damping", lambda f, c: eqx.tree_at(lambda f: f.damping, f, c)), ("armature", lambda f, c: JointInertia(f, c))):
         some = [bi for bi in binfo if bi[key] != 0]
@@ -667,7 +691,48 @@ def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
             axis=np.tile(np.eye(3), (len(some), 1)), point=np.repeat([bi["s_c"] - com[bi["child"]] for bi in some], 3, axis=0),
         )  # fmt: skip
         out.append(make(triads, jnp.asarray(np.repeat([bi[key] for bi in some], 3))))
+    sprung = [bi for bi in binfo if bi["stiffness"] != 0]
+    if sprung:
+        stack = lambda key: jnp.asarray(np.stack([bi[key] for bi in sprung]))  # noqa: E731
+        out.append(BallSpring(tuple(bi["parent"] for bi in sprung), tuple(bi["child"] for bi in sprung),
+                              stack("C"), stack("rest"), stack("stiffness")))  # fmt: skip
     return out
+
+
+def _equalities(m, path: str, body_of: list[int], R_in: list, p_in: list, body_names: list[str]) -> list:
+    """The rows of the active ``connect`` and ``weld`` equality constraints (module docstring),
+    their points in the frames of difflie's bodies (a link's pose in its group: ``R_in``,
+    ``p_in``)."""
+    import mujoco
+
+    rows = []
+    for e in range(m.neq):
+        if not m.eq_active0[e] or m.eq_type[e] not in (_CONNECT, _WELD):
+            continue
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
+        ids, data = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])), np.asarray(m.eq_data[e], float)
+        if m.eq_objtype[e] == _SITE:  # the sites' points, and frames, coincide
+            links = [int(m.site_bodyid[i]) for i in ids]
+            points = [np.asarray(m.site_pos[i], float) for i in ids]
+            frames = [_quat_matrix(m.site_quat[i]) for i in ids]
+            relative = frames[0] @ frames[1].T  # body 2's rotation in body 1's frame
+        else:
+            links = list(ids)
+            if m.eq_type[e] == _CONNECT:
+                points = [data[0:3], data[3:6]]
+                relative = None
+            else:  # relpose: body 2's pose (p, Q) in body 1's frame; the anchor on body 2
+                p, relative = data[3:6], _quat_matrix(data[6:10])
+                points = [p + relative @ data[0:3], data[0:3]]
+        g1, g2 = (body_of[b] for b in links)
+        if g1 == g2:
+            raise ModelFileError(f"{path}: equality {name!r} joins {body_names[links[0]]!r} and {body_names[links[1]]!r}, which move as one body")
+        s1, s2 = (p_in[b] + R_in[b] @ x for b, x in zip(links, points))
+        if m.eq_type[e] == _CONNECT or data[10] == 0:  # a weld without torque is a connect
+            rows += C.spherical(g1, s1, g2, s2, name=name)
+        else:
+            rows += C.fixed(g1, s1, g2, s2, R_in[links[0]] @ relative @ R_in[links[1]].T, name=name)
+    return rows
 
 
 def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
