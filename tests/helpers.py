@@ -27,6 +27,22 @@ class PD(eqx.Module):
         return self.kp * (self.target - q) - self.kd * qd
 
 
+def assert_initial_state_is_mujocos(model: Model, m, d) -> None:
+    """A robot model's initial state (COM positions, rotations, COM velocities, angular
+    velocities) is MuJoCo's forward kinematics ``d`` of its model ``m``, body by body (by name)."""
+    import mujoco
+    import numpy as np
+
+    for b, name in enumerate(model.bodies.names):
+        k = m.body(name).id
+        np.testing.assert_allclose(model.r0[b], d.xipos[k], atol=1e-14)
+        np.testing.assert_allclose(model.R0[b], d.xmat[k].reshape(3, 3), atol=1e-14)
+        vel = np.zeros(6)  # (angular, linear) at the COM, world axes
+        mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_XBODY, k, vel, 0)
+        np.testing.assert_allclose(model.v0[b], vel[3:] + np.cross(vel[:3], d.xipos[k] - d.xpos[k]), atol=1e-13)
+        np.testing.assert_allclose(model.R0[b] @ model.omega0[b], vel[:3], atol=1e-13)
+
+
 def flying_body(ulvc_lengths=None) -> Model:
     """Free body, COM offset from the frame, spring to ground at an off-COM point, gravity."""
     body = RigidBody(2.0, jnp.diag(jnp.array([0.3, 0.5, 0.6])), com=jnp.array([0.1, -0.2, 0.05]))

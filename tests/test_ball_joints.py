@@ -16,6 +16,7 @@ import pytest
 import difflie as dl
 from difflie.__main__ import joint_arrays
 from difflie.io import ModelFileError, RobotModelWarning
+from helpers import assert_initial_state_is_mujocos
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -69,14 +70,7 @@ def test_ball_joints_place_bodies_as_mujoco_and_read_back(model):
     assert model.joint_names == ("root", "elbow") and model.ball_joint_names == ("shoulder", "wrist")
     assert model.constraints.num_constraints == 5 + 3 + 5 + 3
     m, d = _mujoco(Q0, QD0)
-    for b, name in enumerate(model.bodies.names):
-        k = m.body(name).id
-        np.testing.assert_allclose(model.r0[b], d.xipos[k], atol=1e-14)
-        np.testing.assert_allclose(model.R0[b], d.xmat[k].reshape(3, 3), atol=1e-14)
-        vel = np.zeros(6)  # (angular, linear) at the COM, world axes
-        mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_XBODY, k, vel, 0)
-        np.testing.assert_allclose(model.v0[b], vel[3:] + np.cross(vel[:3], d.xipos[k] - d.xpos[k]), atol=1e-13)
-        np.testing.assert_allclose(model.R0[b] @ model.omega0[b], vel[:3], atol=1e-13)
+    assert_initial_state_is_mujocos(model, m, d)
     state = dl.BodyState(model.r0, model.R0, model.v0, model.omega0)
     np.testing.assert_allclose(dl.ball_joint_quaternions(model, state), _balls(Q0, model), atol=1e-14)
     np.testing.assert_allclose(dl.ball_joint_velocities(model, state), _balls(QD0, model), atol=1e-14)

@@ -138,6 +138,7 @@ def test_redundant_constraints_are_named():
     assert dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3).result == dl.RESULTS.successful
 
 
+@pytest.mark.slow  # the default run removes the same rows from a model file and an MJCF loop (test_equality)
 def test_redundant_rows_removed_on_request():
     """``connect(..., redundant="remove")`` keeps the four-bar's common points and drops the
     direction rows of its last joints (C becomes universal, D spherical), naming them; the

@@ -16,6 +16,7 @@ import pytest
 
 import difflie as dl
 from difflie.io import ModelFileError, RobotModelWarning
+from helpers import assert_initial_state_is_mujocos
 
 mujoco = pytest.importorskip("mujoco")
 
@@ -70,14 +71,7 @@ def test_hinge_groups_place_bodies_as_mujoco_and_read_back():
     model = _load(path, joint_positions=q, joint_velocities=QD0, joint_torques=TAU, joint_feedback=law)
     assert model.joint_names == tuple(Q0)
     m, d = _mujoco(path, q, QD0)
-    for b, name in enumerate(model.bodies.names):
-        k = m.body(name).id
-        np.testing.assert_allclose(model.r0[b], d.xipos[k], atol=1e-14)
-        np.testing.assert_allclose(model.R0[b], d.xmat[k].reshape(3, 3), atol=1e-14)
-        vel = np.zeros(6)  # (angular, linear) at the COM, world axes
-        mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_XBODY, k, vel, 0)
-        np.testing.assert_allclose(model.v0[b], vel[3:] + np.cross(vel[:3], d.xipos[k] - d.xpos[k]), atol=1e-13)
-        np.testing.assert_allclose(model.R0[b] @ model.omega0[b], vel[:3], atol=1e-13)
+    assert_initial_state_is_mujocos(model, m, d)
     state = dl.BodyState(model.r0, model.R0, model.v0, model.omega0)
     np.testing.assert_allclose(dl.joint_coordinates(model, state), _vector(model, q), atol=1e-12)
     np.testing.assert_allclose(dl.joint_velocities(model, state), _vector(model, QD0), atol=1e-12)
@@ -106,38 +100,56 @@ def test_joint_space_maps_of_hinge_groups_are_inverse(path):
             np.testing.assert_allclose(jac, np.eye(11), atol=1e-12)
 
 
-def test_hinge_groups_follow_mujoco():
-    """The same tree with rotor inertias on seven of its joints (``armature``, read as
-    ``difflie.forces.JointInertia``), passive, damped, on joint springs and driven by constant
-    joint torques for 0.3 s: generalized-alpha's joint angles converge to MuJoCo's RK4
-    trajectory at second order (error ratio 4 for half the step; 3.9e-5 and 9.8e-6 rad, and 2.3
-    rad with the rotor inertias left out), so the hinges' kinematics, their torques, damping,
-    springs (``stiffness`` about ``springref``) and rotor inertias are MuJoCo's. The kinetic
-    energy counts the rotors' ``I q_dot^2 / 2``."""
+@pytest.fixture(scope="module")
+def rotor_tree():
+    """The tree with rotor inertias, its state, torques and MuJoCo's joint angles at ``SAVES``
+    (RK4 at 1e-4 s)."""
     path = str(pathlib.Path(__file__).resolve().parent / "data" / "armature.xml")
-    T, saves = 0.3, np.linspace(0.03, 0.3, 10)
     model = _load(path, joint_positions=Q0, joint_velocities=QD0, joint_torques=TAU)
-    (rotors,) = [f for f in model.forces if f.accelerated]
-    m = mujoco.MjModel.from_xml_path(path)
-    np.testing.assert_array_equal(rotors.inertia, [m.dof_armature[m.jnt_dofadr[m.joint(n).id]] for n in model.joint_names])
     m, d = _mujoco(path, Q0, QD0, TAU)
     adr = [m.jnt_qposadr[m.joint(n).id] for n in model.joint_names]
     ref = []
-    for ts in saves:
+    for ts in SAVES:
         while d.time < ts - 1e-9:
             mujoco.mj_step(m, d)
         ref.append(d.qpos[adr].copy())
-    errors = []
-    for h in (1e-3, 5e-4):
-        sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, T, h, saveat=dl.SaveAt(ts=jnp.asarray(saves)))
-        errors.append(float(np.abs(np.asarray(dl.joint_coordinates(model, sol)) - np.array(ref)).max()))
-    assert errors[1] < 3e-5, errors  # a wrong force, frame or inertia gives no ratio of 4
-    assert 3.5 < errors[0] / errors[1] < 4.5, errors
+    return model, m, np.array(ref)
+
+
+SAVES = np.linspace(0.03, 0.3, 10)
+
+
+def _rotor_run(model, h):
+    return dl.simulate(model, dl.GeneralizedAlpha(), 0.0, SAVES[-1], h, saveat=dl.SaveAt(ts=jnp.asarray(SAVES)))
+
+
+def test_hinge_groups_follow_mujoco(rotor_tree):
+    """The same tree with rotor inertias on seven of its joints (``armature``, read as
+    ``difflie.forces.JointInertia``), passive, damped, on joint springs and driven by constant
+    joint torques for 0.3 s: generalized-alpha's joint angles at h = 5e-4 s follow MuJoCo's RK4
+    trajectory to 9.8e-6 rad (2.3 rad with the rotor inertias left out), so the hinges'
+    kinematics, their torques, damping, springs (``stiffness`` about ``springref``) and rotor
+    inertias are MuJoCo's. The kinetic energy counts the rotors' ``I q_dot^2 / 2``."""
+    model, m, ref = rotor_tree
+    (rotors,) = [f for f in model.forces if f.accelerated]
+    np.testing.assert_array_equal(rotors.inertia, [m.dof_armature[m.jnt_dofadr[m.joint(n).id]] for n in model.joint_names])
+    sol = _rotor_run(model, 5e-4)
+    error = float(np.abs(np.asarray(dl.joint_coordinates(model, sol)) - ref).max())
+    assert error < 2e-5, error
     qd = np.asarray(dl.joint_velocities(model, sol))
     b = sol.states
     bodies = 0.5 * np.sum(np.asarray(model.bodies.mass) * np.sum(np.asarray(b.velocity) ** 2, -1), -1) + 0.5 * np.sum(
         np.einsum("sbi,bij,sbj->sb", np.asarray(b.angular_velocity), np.asarray(model.bodies.inertia), np.asarray(b.angular_velocity)), -1)  # fmt: skip
     np.testing.assert_allclose(dl.diagnostics.kinetic_energy(model, b), bodies + 0.5 * qd**2 @ np.asarray(rotors.inertia), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_hinge_groups_converge_to_mujoco_at_second_order(rotor_tree):
+    """Halving the step divides the error by 4 (3.9e-5 and 9.8e-6 rad): a wrong force, frame or
+    inertia gives no ratio of 4."""
+    model, _, ref = rotor_tree
+    errors = [float(np.abs(np.asarray(dl.joint_coordinates(model, _rotor_run(model, h))) - ref).max()) for h in (1e-3, 5e-4)]
+    assert 3.5 < errors[0] / errors[1] < 4.5, errors
 
 
 def test_hinge_groups_that_difflie_does_not_read(path, tmp_path):
