@@ -305,10 +305,17 @@ class JointForce(AbstractForce):
     def apply(self, law: Callable[[Array], Array], r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
         """The wrenches of the joint torques (forces) ``u = law(q_dot)`` of the joint rates:
         this element's own (``__call__``), or another law on its joints (``JointFeedback``)."""
-        nb = r.shape[0]
-        dtype = r.dtype
         p, chi, R_ext, a, s, lever_p, qdot = self._kinematics(r, R, rdot, omega)
-        u = jnp.asarray(law(qdot), dtype)
+        return self._wrenches(r, R, (R_ext, a, s, lever_p), law(qdot))
+
+    def _wrenches(self, r, R, geometry, u) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
+        """The wrenches of joint torques (forces) ``u`` at the joints' ``geometry = (R_ext, a,
+        s, lever_p)`` (``_kinematics``)."""
+        nb, dtype = r.shape[0], r.dtype
+        par, chi = np.asarray(self.parent), np.asarray(self.child)
+        p = np.where(par < 0, nb, par)
+        R_ext, a, s, lever_p = geometry
+        u = jnp.asarray(u, dtype)
         pri = np.asarray(self.prismatic)[:, None]
         T = jnp.where(pri, 0.0, u[:, None] * a)  # couple on the child (world)
         tau_c, tau_p = mtv(R[chi], T), -mtv(R_ext[p], T)
@@ -346,8 +353,13 @@ class JointInertia(AbstractForce):
 
     def inertial(self, t, r, R, rdot, omega, acceleration, angular_acceleration):
         tangents = (rdot, mm(R, hat(omega)), acceleration, angular_acceleration)
-        _, qddot = jax.jvp(self.joints.joint_rates, (r, R, rdot, omega), tangents)
-        return self.joints.apply(lambda qdot: -self.inertia.astype(r.dtype) * qddot, r, R, rdot, omega)
+
+        def kinematics(*state):
+            *_, R_ext, a, s, lever_p, qdot = self.joints._kinematics(*state)
+            return (R_ext, a, s, lever_p), qdot
+
+        (geometry, _), (_, qddot) = jax.jvp(kinematics, (r, R, rdot, omega), tangents)
+        return self.joints._wrenches(r, R, geometry, -self.inertia.astype(r.dtype) * qddot)
 
     def kinetic_energy(self, r, R, rdot, omega):
         return 0.5 * jnp.sum(self.inertia.astype(r.dtype) * self.joints.joint_rates(r, R, rdot, omega) ** 2)

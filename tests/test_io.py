@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import as_model
+from helpers import as_model, run_float32
 
 from difflie import constraints as C
 from difflie.constraints import jacobians as jac
@@ -375,3 +375,23 @@ def test_safe_expression_values_and_derivatives():
     h = 1e-6
     assert abs(first - (e(t + h) - e(t - h)) / (2 * h)) < 1e-8
     assert abs(jax.jit(e)(t) - e(t)) < 1e-15
+
+
+def test_closed_loops_load_and_run_in_float32():
+    """With x64 off, a closed loop from a model file (the four link) and from an MJCF file (a
+    loop closed by ``connect``, a weld, a ball joint) assemble to float32's rounding level,
+    not float64's, and generalized-alpha steps the MJCF one."""
+    code = (
+        "import warnings, jax.numpy as jnp\n"
+        "import difflie as dl\n"
+        "warnings.simplefilter('ignore')\n"
+        f"four = dl.load_model({str(DATA / 'four_link.json')!r}, default_mass=1.0, default_inertia=[0.1, 0.1, 0.1])\n"
+        f"loop = dl.load_model({str(DATA / 'loop.xml')!r})\n"
+        "assert four.r0.dtype == loop.r0.dtype == jnp.float32\n"
+        "sol = dl.simulate(loop, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3)\n"
+        "o = sol.position[-1] - jnp.einsum('bij,bj->bi', sol.rotation[-1], loop.bodies.com)\n"
+        "assert sol.position.dtype == jnp.float32 and float(jnp.abs(loop.constraint_residual(0.01, o, sol.rotation[-1])).max()) < 1e-5\n"
+        "assert float(jnp.abs(dl.ball_joint_quaternions(loop, sol)[-1, 0, 1:]).max()) > 1e-4  # it moved\n"
+        "print('ok')\n"
+    )
+    assert run_float32(code).strip() == "ok"

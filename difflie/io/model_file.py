@@ -607,12 +607,15 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     form = "rA"
     dtype = jnp.result_type(model.r0)
     r0, R0 = jnp.asarray(model.r0), jnp.asarray(model.R0)
+    # The rows' rounding level in this dtype (float32: about 1e-7 of the mechanism's size).
+    rounding = float(jnp.finfo(dtype).eps) * max(1.0, float(np.abs(np.asarray(r0)).max(initial=0.0)))
+    tol, accept = max(_ASSEMBLY_TOL, 10 * rounding), max(1e-9, 100 * rounding)
     phi0 = np.asarray(_initial_rows(model, t0))
     res0 = float(np.max(np.abs(phi0), initial=0.0))
-    if np.linalg.norm(phi0) < _ASSEMBLY_TOL:  # consistent: no Gauss-Newton program to compile
+    if np.linalg.norm(phi0) < tol:  # consistent: no Gauss-Newton program to compile
         r, R, iters, res = r0, R0, 0, res0
     else:
-        r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=_ASSEMBLY_TOL)
+        r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=tol)
     if res0 > ASSEMBLY_WARN:
         worst = model.constraint_names[int(np.argmax(np.abs(phi0)))]
         moved = np.linalg.norm(np.asarray(r) - np.asarray(r0), axis=1)  # of each COM
@@ -623,7 +626,7 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
             f"body {model.body_names[b]!r} most, by {moved[b]:.3e} m",
             stacklevel=3,
         )
-    if not float(res) < 1e-9:
+    if not float(res) < accept:
         raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
     if redundant == "remove":
         model, G = remove_dependent_rows(model, t0, r, R, label)
