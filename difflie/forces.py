@@ -195,21 +195,22 @@ class CartesianSpringDamper(AbstractForce):
 
 
 class JointTorques(eqx.Module):
-    """A joint-torque signal ``t -> u (nj,)``: constants plus a few functions of ``t``.
+    """A joint-torque signal ``t -> u (nj, ...)``: constants plus a few functions of ``t``.
 
-    ``constant`` (nj,) is a pytree leaf (traceable, differentiable); ``functions[k]`` (a
-    ``Driver`` or an ``eqx.Module``, whose arrays are leaves too) adds
-    its value to joint ``index[k]``. Only the distinct user functions are visited one by one.
+    ``constant`` (nj, ...) is a pytree leaf (traceable, differentiable): a number per 1-DOF
+    joint, a 3-vector per ball joint; ``functions[k]`` (a ``Driver`` or an ``eqx.Module``, whose
+    arrays are leaves too) adds its value to joint ``index[k]``. Only the distinct user
+    functions are visited one by one.
     """
 
-    constant: Float[Array, " nj"]
+    constant: Float[Array, "nj ..."]
     functions: tuple
     index: tuple[int, ...] = eqx.field(static=True)
 
-    def __call__(self, t) -> Float[Array, " nj"]:
+    def __call__(self, t) -> Float[Array, "nj ..."]:
         out = self.constant
         if self.functions:
-            values = jnp.stack([jnp.asarray(fn(t), out.dtype).reshape(()) for fn in self.functions])
+            values = jnp.stack([jnp.asarray(fn(t), out.dtype).reshape(out.shape[1:]) for fn in self.functions])
             out = out.at[np.asarray(self.index)].add(values)
         return out
 
@@ -392,6 +393,30 @@ class BallSpring(AbstractForce):
         v = SO3(mm(jnp.swapaxes(self.rest.astype(dtype), -1, -2), M)).log()
         tau_c = -self.stiffness.astype(dtype)[:, None] * v
         tau_p = -mtv(Rp, mv(Rc, tau_c))
+        tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
+        return jnp.zeros_like(r), tau[:nb]
+
+
+class BallTorque(AbstractForce):
+    """Torques on ball joints: ``torque(t)`` (n, 3), ball ``k``'s in the axes of its child body
+    ``child[k]`` (the generalized forces of MuJoCo's three degrees of freedom of a ball joint),
+    on the child, and the opposite couple on ``parent[k]`` (-1: ground). ``torque`` is a
+    callable ``t -> (n, 3)`` such as ``JointTorques``."""
+
+    parent: tuple[int, ...] = eqx.field(static=True)
+    child: tuple[int, ...] = eqx.field(static=True)
+    torque: Any
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.parent, self.child))
+
+    def __call__(self, t, r, R, rdot, omega):
+        nb, dtype = r.shape[0], r.dtype
+        par, chi = np.asarray(self.parent), np.asarray(self.child)
+        p = np.where(par < 0, nb, par)
+        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
+        tau_c = jnp.broadcast_to(jnp.asarray(self.torque(t), dtype), (chi.size, 3))
+        tau_p = -mtv(R_ext[p], mv(R[chi], tau_c))
         tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
         return jnp.zeros_like(r), tau[:nb]
 

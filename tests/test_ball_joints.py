@@ -32,6 +32,7 @@ def _quat(axis, angle):
 # inertia) and a damped ball at the end: balls after hinges and hinges after balls.
 Q0 = dict(root=0.4, shoulder=_quat([1, 2, 0.5], 0.9), elbow=-0.6, wrist=_quat([0.3, -1, 1], 2.8))
 QD0 = dict(root=0.3, shoulder=np.array([0.5, -0.4, 0.8]), elbow=0.7, wrist=np.array([-1.0, 0.5, 0.3]))
+TAU = dict(elbow=0.2, wrist=np.array([0.05, -0.02, 0.03]))  # a ball's torque in its child's axes
 
 
 def _load(path=PATH, **kw):
@@ -40,9 +41,12 @@ def _load(path=PATH, **kw):
         return dl.load_model(path, **kw)
 
 
-def _mujoco(q, qd):
+def _mujoco(q, qd, tau=None):
     m = mujoco.MjModel.from_xml_path(PATH)
     d = mujoco.MjData(m)
+    for name, value in (tau or {}).items():
+        adr = m.jnt_dofadr[m.joint(name).id]
+        d.qfrc_applied[adr : adr + np.size(value)] = value
     for name, value in q.items():
         adr = m.jnt_qposadr[m.joint(name).id]
         d.qpos[adr : adr + np.size(value)] = value
@@ -55,7 +59,7 @@ def _mujoco(q, qd):
 
 @pytest.fixture(scope="module")
 def model():
-    return _load(joint_positions=Q0, joint_velocities=QD0)
+    return _load(joint_positions=Q0, joint_velocities=QD0, joint_torques=TAU)
 
 
 def _balls(values, model):
@@ -101,7 +105,7 @@ def test_ball_joint_rates_map_is_inverse(model):
 @pytest.fixture(scope="module")
 def reference(model):
     """MuJoCo's RK4 at 1e-4 s: COM positions and ball quaternions at ``SAVES``."""
-    m, d = _mujoco(Q0, QD0)
+    m, d = _mujoco(Q0, QD0, TAU)
     ids = [m.body(n).id for n in model.bodies.names]
     adr = [m.jnt_qposadr[m.joint(n).id] for n in model.ball_joint_names]
     ref, ref_q = [], []
@@ -122,10 +126,12 @@ def _error(model, reference, h):
 
 
 def test_ball_joints_follow_mujoco(model, reference):
-    """Passive under gravity for 0.3 s with damping, rotor inertias and a spring on the ball
-    joints: generalized-alpha at 5e-4 s follows MuJoCo's RK4 trajectory to 3.8e-7 m (5e-2 m
-    with the balls' damping, rotor inertias and spring left out, 5e-2 m without the spring
-    alone), and the ball quaternions follow MuJoCo's
+    """Under gravity and constant joint torques (one on a ball, in its child's axes, as MuJoCo's
+    generalized forces of its three degrees of freedom) for 0.3 s, with damping, rotor inertias
+    and a spring on the ball joints: generalized-alpha at 5e-4 s follows MuJoCo's RK4 trajectory
+    to 3.1e-7 m (5e-2 m with the balls' damping, rotor inertias and spring left out, 5e-2 m
+    without the spring alone, 9e-3 m without the ball's torque), and the ball quaternions
+    follow MuJoCo's
     ``qpos`` (up to the sign MuJoCo does not fix; continuous along the saves)."""
     error, sol = _error(model, reference, 5e-4)
     assert error < 5e-7, error
@@ -137,22 +143,30 @@ def test_ball_joints_follow_mujoco(model, reference):
 
 @pytest.mark.slow
 def test_ball_joints_converge_to_mujoco_at_second_order(model, reference):
-    """Halving the step divides the error by 4 (1.5e-6 and 3.8e-7 m): a wrong frame, damping,
-    rotor inertia or spring gives no ratio of 4, but an error that stops falling."""
+    """Halving the step divides the error by 4 (1.2e-6 and 3.1e-7 m): a wrong frame, damping,
+    rotor inertia, spring or torque gives no ratio of 4, but an error that stops falling."""
     errors = [_error(model, reference, h)[0] for h in (1e-3, 5e-4)]
     assert 3.5 < errors[0] / errors[1] < 4.5, errors
 
 
 def test_ball_joint_input_errors(tmp_path):
-    """A quaternion that is not one, a rate of the wrong shape, a torque on a ball joint and a
-    ball among other joints of a body are refused, naming the joint; a locked ball joint welds
-    its child at the given quaternion."""
+    """A quaternion that is not one, a rate or a torque of the wrong shape and a ball among
+    other joints of a body are refused, naming the joint; a ball's torque may be a function of
+    ``t``; a locked ball joint welds its child at the given quaternion."""
     with pytest.raises(ValueError, match=r"joint_positions\['shoulder'\] \(qw, qx, qy, qz\) = \[1.0, 1.0, 0.0, 0.0\] has norm 1.41421, not 1"):
         _load(joint_positions={"shoulder": [1.0, 1.0, 0.0, 0.0]})
     with pytest.raises(ValueError, match=r"joint_velocities\['wrist'\] of a ball joint must be an angular velocity \(3,\)"):
         _load(joint_velocities={"wrist": 0.5})
-    with pytest.raises(ValueError, match=r"joint_torques names ball joints \['wrist'\]; difflie actuates 1-DOF joints only"):
+    with pytest.raises(ValueError, match=r"joint_torques\['wrist'\] must be a 3-vector \(child axes\) or a function of t returning one, got 0.5"):
         _load(joint_torques={"wrist": 0.5})
+    with pytest.raises(ValueError, match=r"joint_torques\['wrist'\] must return shape \(3,\) \(a ball joint's torque in its child's axes\), got \(\)"):
+        _load(joint_torques={"wrist": lambda t: t})
+    # A function of t gives the torque of its value: the same wrenches as the constant.
+    of_t = _load(joint_positions=Q0, joint_torques={"wrist": lambda t: jnp.array([0.05, -0.02, 0.03]) * (1.0 + t)})
+    constant = _load(joint_positions=Q0, joint_torques={"wrist": [0.1, -0.04, 0.06]})
+    state = (of_t.r0, of_t.R0, of_t.v0, of_t.omega0)
+    np.testing.assert_allclose(of_t.forces[-1](1.0, *state)[1], constant.forces[-1](1.0, *state)[1], atol=1e-15)
+    assert np.abs(constant.forces[-1](1.0, *state)[1]).max() > 0.05
     mixed = tmp_path / "mixed.xml"
     mixed.write_text(pathlib.Path(PATH).read_text().replace('<joint name="wrist" type="ball" damping="0.05"/>',
                                                              '<joint name="twist" axis="1 0 0" pos="0.02 0 0" armature="0.01"/><joint name="wrist" type="ball"/>'))  # fmt: skip

@@ -17,7 +17,7 @@ From the compiled body tree:
   (``difflie.joint_space.BallJoints``). Its damping ``-c omega_rel`` and rotor inertia
   (``armature``: the kinetic energy ``I |omega_rel|^2 / 2``) are those of three 1-DOF joints
   about orthonormal axes fixed in the parent, which sum to the same torque; its ``stiffness``
-  a ``BallSpring``;
+  a ``BallSpring``, its ``joint_torques`` (a 3-vector in the child's axes) a ``BallTorque``;
 - a link without a joint (URDF ``fixed``) is merged rigidly into its parent: masses add, the
   COM is the mass-weighted mean and inertias move to it by the parallel-axis theorem
   ``J = sum R_b J_b R_b^T + m_b (|d_b|^2 I - d_b d_b^T)``; links merged into the world are the
@@ -62,7 +62,7 @@ import numpy as np
 from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
-from ..forces import BallSpring, JointForce, JointInertia, JointTorques
+from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
 from ..joint_space import BallJoints, JointFeedback, JointSpace, JointSpring
 from ..model import Model
@@ -328,10 +328,13 @@ def load_robot(
 ) -> Model:
     """A ``Model`` of the robot in a URDF or MJCF file (see the module docstring).
 
-    ``joint_positions`` / ``joint_velocities``: ``{joint name: value}`` (rad, m; rad/s, m/s),
-    the initial state by forward kinematics (others at the file's reference, at rest).
+    ``joint_positions`` / ``joint_velocities``: ``{joint name: value}`` (rad, m; rad/s, m/s;
+    a ball joint: its quaternion ``(qw, qx, qy, qz)`` and its relative angular velocity in the
+    child's axes), the initial state by forward kinematics (others at the file's reference, at
+    rest).
     ``joint_torques``: ``{joint name: number, expression string of t (as in the model files)
-    or function of t}`` (N m or N), or one callable ``t -> (n_joints,)`` in the order of
+    or function of t}`` (N m or N; a ball joint: a 3-vector in its child's axes, or a function
+    of t returning one), or one callable ``t -> (n_joints,)`` in the order of
     ``model.joint_names``; equal and opposite on the two bodies of each joint; each function's
     shape is checked here. Numbers, and the arrays of an ``eqx.Module`` signal, are pytree
     leaves (traceable, differentiable); a function is part of the compiled program, so a new
@@ -579,7 +582,7 @@ def load_robot(
             rows += C.revolute(P, ji["s_p"], ji["a_p"], K, ji["s_c"], ji["a_c"], name=ji["name"])
     forces = []
     damping = np.array([ji["damping"] for ji in jinfo])
-    torque = _torques(joint_torques, joint_names, [k for k in movable_names if k in locked], [bi["name"] for bi in binfo])
+    torque, ball_torque = _torques(joint_torques, joint_names, [k for k in movable_names + ball_names_all if k in locked], [bi["name"] for bi in binfo])
     if joint_feedback is not None and not jinfo:
         raise ValueError("load_model: joint_feedback needs movable joints; this robot has none")
     geometry = dict(
@@ -628,6 +631,8 @@ def load_robot(
     if np.any(armature != 0):
         forces.append(JointInertia(JointForce(**geometry), jnp.asarray(armature)))
     forces += _ball_forces(binfo, com)
+    if ball_torque is not None:
+        forces.append(BallTorque(tuple(bi["parent"] for bi in binfo), tuple(bi["child"] for bi in binfo), ball_torque))
     g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
@@ -799,43 +804,51 @@ def _feedback_law(law, nj: int):
 
 
 def _torques(value, joints: list[str], locked: list[str], balls: list[str] = ()):
-    """``None``, a callable ``t -> (nj,)``, or a ``JointTorques`` from ``{name: value}`` (a
-    number, an expression string of ``t`` as in the model files, or a function of ``t``)."""
+    """The signals of the 1-DOF joints (``None``, a callable ``t -> (nj,)`` or a
+    ``JointTorques``) and of the ball joints (``None`` or a ``JointTorques`` of 3-vectors in
+    the children's axes) from ``{name: value}`` (a number, an expression string of ``t`` as in
+    the model files, or a function of ``t``; for a ball, a 3-vector or a function of ``t``
+    returning one)."""
     if value is None:
-        return None
+        return None, None
     if callable(value) and not isinstance(value, Mapping):
-        return _checked(value, "joint_torques (one function of t for all joints)", (len(joints),))
+        return _checked(value, "joint_torques (one function of t for all joints)", (len(joints),)), None
     if not isinstance(value, Mapping):
         raise ValueError(
             "load_model: joint_torques must be {joint name: number, expression of t or function of t} or one "
             f"function t -> (n_joints,), got {type(value).__name__}"
         )
-    bad = [k for k in value if k not in joints]
-    if any(k in balls for k in bad):
-        raise ValueError(f"load_model: joint_torques names ball joints {[k for k in bad if k in balls]}; difflie actuates 1-DOF joints only")
+    bad = [k for k in value if k not in joints and k not in balls]
     if bad:
         where = "locked" if all(k in locked for k in bad) else "unknown"
-        raise ValueError(f"load_model: joint_torques names {where} joints {bad}; movable joints are {joints}")
-    constant = [0.0] * len(joints)
+        raise ValueError(f"load_model: joint_torques names {where} joints {bad}; movable joints are {joints + list(balls)}")
+    ones = {k: u for k, u in value.items() if k in joints}
+    threes = {k: u for k, u in value.items() if k in balls}
+    return (_signal(ones, joints, ()) if ones else None), (_signal(threes, list(balls), (3,)) if threes else None)
+
+
+def _signal(value: Mapping, names: list[str], shape: tuple[int, ...]) -> JointTorques:
+    """A ``JointTorques`` over ``names`` from ``{name: value}``, each value of ``shape``."""
+    kind = "a number, an expression of t or a function of t" if not shape else "a 3-vector (child axes) or a function of t returning one"
     constants, functions, index = {}, [], []
     for name, u in value.items():
-        k = joints.index(name)
+        k = names.index(name)
         what = f"joint_torques[{name!r}]"
-        if isinstance(u, str):
+        if isinstance(u, str) and not shape:
             try:
                 u = Expression(u)
             except ExpressionError as err:
                 raise ValueError(f"load_model: {what}: {err}") from None
         if callable(u):
-            functions.append(_checked(u, what, ()))
+            functions.append(_checked(u, what, shape, per=" (a ball joint's torque in its child's axes)" if shape else ""))
             index.append(k)
-        else:
-            try:
-                constants[k] = jnp.asarray(u)
-            except TypeError:
-                raise ValueError(f"load_model: {what} must be a number, an expression of t or a function of t, got {u!r}") from None
-            if constants[k].shape != () or not jnp.issubdtype(constants[k].dtype, jnp.number):
-                raise ValueError(f"load_model: {what} must be a number, an expression of t or a function of t, got {u!r}")
-    values = [constants.get(k, jnp.asarray(c)) for k, c in enumerate(constant)]
-    dtype = jnp.result_type(float, *values)
-    return JointTorques(jnp.stack([jnp.asarray(v, dtype) for v in values]), tuple(functions), tuple(index))
+            continue
+        try:
+            constants[k] = jnp.asarray(u)
+        except TypeError:
+            raise ValueError(f"load_model: {what} must be {kind}, got {u!r}") from None
+        if constants[k].shape != shape or not jnp.issubdtype(constants[k].dtype, jnp.number):
+            raise ValueError(f"load_model: {what} must be {kind}, got {u!r}")
+    dtype = jnp.result_type(float, *constants.values())
+    values = [jnp.asarray(constants.get(k, np.zeros(shape)), dtype) for k in range(len(names))]
+    return JointTorques(jnp.stack(values), tuple(functions), tuple(index))
