@@ -384,17 +384,11 @@ class BallSpring(AbstractForce):
         return tuple(zip(self.parent, self.child))
 
     def __call__(self, t, r, R, rdot, omega):
-        nb, dtype = r.shape[0], r.dtype
-        par, chi = np.asarray(self.parent), np.asarray(self.child)
-        p = np.where(par < 0, nb, par)
-        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
-        Rp, Rc = R_ext[p], R[chi]
+        dtype = r.dtype
+        Rp, Rc = _parent_rotations(self.parent, R), R[np.asarray(self.child)]
         M = mm(jnp.swapaxes(mm(Rp, self.relative_rotation.astype(dtype)), -1, -2), Rc)
         v = SO3(mm(jnp.swapaxes(self.rest.astype(dtype), -1, -2), M)).log()
-        tau_c = -self.stiffness.astype(dtype)[:, None] * v
-        tau_p = -mtv(Rp, mv(Rc, tau_c))
-        tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
-        return jnp.zeros_like(r), tau[:nb]
+        return jnp.zeros_like(r), _couples(self.parent, self.child, R, -self.stiffness.astype(dtype)[:, None] * v)
 
 
 class BallTorque(AbstractForce):
@@ -411,14 +405,23 @@ class BallTorque(AbstractForce):
         return tuple(zip(self.parent, self.child))
 
     def __call__(self, t, r, R, rdot, omega):
-        nb, dtype = r.shape[0], r.dtype
-        par, chi = np.asarray(self.parent), np.asarray(self.child)
-        p = np.where(par < 0, nb, par)
-        R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
-        tau_c = jnp.broadcast_to(jnp.asarray(self.torque(t), dtype), (chi.size, 3))
-        tau_p = -mtv(R_ext[p], mv(R[chi], tau_c))
-        tau = jnp.zeros((nb + 1, 3), dtype).at[chi].add(tau_c).at[p].add(tau_p)
-        return jnp.zeros_like(r), tau[:nb]
+        tau_c = jnp.broadcast_to(jnp.asarray(self.torque(t), r.dtype), (len(self.child), 3))
+        return jnp.zeros_like(r), _couples(self.parent, self.child, R, tau_c)
+
+
+def _parent_rotations(parent: tuple[int, ...], R: Float[Array, "nb 3 3"]) -> Float[Array, "n 3 3"]:
+    """``R`` of each parent, the identity for the ground (-1)."""
+    par = np.asarray(parent)
+    return jnp.concatenate([R, jnp.eye(3, dtype=R.dtype)[None]])[np.where(par < 0, R.shape[0], par)]
+
+
+def _couples(parent: tuple[int, ...], child: tuple[int, ...], R, tau_c: Float[Array, "n 3"]) -> Float[Array, "nb 3"]:
+    """Body-axes torques of the couples ``tau_c`` (each in its child's axes) on ``child`` and
+    their opposites on ``parent`` (-1: ground, which takes none)."""
+    nb, chi = R.shape[0], np.asarray(child)
+    tau_p = -mtv(_parent_rotations(parent, R), mv(R[chi], tau_c))
+    p = np.where(np.asarray(parent) < 0, nb, np.asarray(parent))
+    return jnp.zeros((nb + 1, 3), R.dtype).at[chi].add(tau_c).at[p].add(tau_p)[:nb]
 
 
 def gravity_forces(mass: Array, gravity: Array, like: Array) -> tuple[Array, Array]:

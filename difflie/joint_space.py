@@ -18,10 +18,10 @@ Revolute angles are continuous along the saves (unwrapped) and on the branch nea
 joint positions at the first save. A ball joint (MJCF) has MuJoCo's coordinates: the unit
 quaternion of ``C^T R_p^T R_c`` (``ball_joint_quaternions``, continuous along the saves, on the
 side of the initial one at the first) and ``omega_rel = R_c^T (w_c - w_p)``, the relative angular
-velocity in the child's axes (``ball_joint_velocities``). Two or three hinges about one point of a body (MJCF) are read
-as one relative rotation (``difflie.hinges``: generalised Euler angles, the middle one on the
-branch of the initial joint positions). ``link_pose`` gives the world pose of any link of the file
-(an end effector, a floating base).
+velocity in the child's axes (``ball_joint_velocities``). Two or three hinges about one point of
+a body (MJCF) are read as one relative rotation (``difflie.hinges``: generalised Euler angles,
+the middle one on the branch of the initial joint positions). ``link_pose`` gives the world pose
+of any link of the file (an end effector, a floating base).
 
 The other way, ``forward_kinematics`` places the bodies at joint positions and rates (traced,
 one ``lax.scan`` over the joints in tree order), ``with_joint_state`` makes it a model's
@@ -315,6 +315,8 @@ def forward_kinematics(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | 
           C, axis, sp, sc, a_c, offset, jnp.zeros((nj, 4), dtype).at[:, 0].set(1.0), jnp.zeros((nj, 3), dtype))  # fmt: skip
     if js.balls is not None:  # ball joints in the tree's order among the others
         xs = _with_balls(xs, js.balls, nb, dtype, ball_q, ball_qd)
+    elif ball_q is not None or ball_qd is not None:
+        raise ValueError("forward_kinematics: ball_q and ball_qd given, but the model has no ball joints")
 
     def joint(carry, x):
         o, R, v, w = carry
