@@ -272,7 +272,7 @@ class JointForce(AbstractForce):
         par, chi = np.asarray(self.parent), np.asarray(self.child)
         if np.any(chi >= nb) or np.any(par >= nb):
             raise ValueError(f"JointForce: body index out of range for {nb} bodies: {self.parent}, {self.child}")
-        p = np.where(par < 0, nb, par)  # the ground is row nb of the extended arrays
+        p = _parent_rows(self.parent, nb)
         dtype = r.dtype
         R_ext = jnp.concatenate([R, jnp.eye(3, dtype=dtype)[None]])
         w_ext = jnp.concatenate([mv(R, omega), jnp.zeros((1, 3), dtype)])  # world angular velocities
@@ -313,8 +313,7 @@ class JointForce(AbstractForce):
         """The wrenches of joint torques (forces) ``u`` at the joints' ``geometry = (R_ext, a,
         s, lever_p)`` (``_kinematics``)."""
         nb, dtype = r.shape[0], r.dtype
-        par, chi = np.asarray(self.parent), np.asarray(self.child)
-        p = np.where(par < 0, nb, par)
+        p, chi = _parent_rows(self.parent, nb), np.asarray(self.child)
         R_ext, a, s, lever_p = geometry
         u = jnp.asarray(u, dtype)
         pri = np.asarray(self.prismatic)[:, None]
@@ -388,7 +387,7 @@ class BallSpring(AbstractForce):
         Rp, Rc = _parent_rotations(self.parent, R), R[np.asarray(self.child)]
         M = mm(jnp.swapaxes(mm(Rp, self.relative_rotation.astype(dtype)), -1, -2), Rc)
         v = SO3(mm(jnp.swapaxes(self.rest.astype(dtype), -1, -2), M)).log()
-        return jnp.zeros_like(r), _couples(self.parent, self.child, R, -self.stiffness.astype(dtype)[:, None] * v)
+        return jnp.zeros_like(r), _couples(self.parent, self.child, R, Rp, -self.stiffness.astype(dtype)[:, None] * v)
 
 
 class BallTorque(AbstractForce):
@@ -406,22 +405,27 @@ class BallTorque(AbstractForce):
 
     def __call__(self, t, r, R, rdot, omega):
         tau_c = jnp.broadcast_to(jnp.asarray(self.torque(t), r.dtype), (len(self.child), 3))
-        return jnp.zeros_like(r), _couples(self.parent, self.child, R, tau_c)
+        return jnp.zeros_like(r), _couples(self.parent, self.child, R, _parent_rotations(self.parent, R), tau_c)
+
+
+def _parent_rows(parent: tuple[int, ...], nb: int) -> np.ndarray:
+    """Row of each parent in arrays with the ground appended as row ``nb`` (for -1)."""
+    par = np.asarray(parent)
+    return np.where(par < 0, nb, par)
 
 
 def _parent_rotations(parent: tuple[int, ...], R: Float[Array, "nb 3 3"]) -> Float[Array, "n 3 3"]:
     """``R`` of each parent, the identity for the ground (-1)."""
-    par = np.asarray(parent)
-    return jnp.concatenate([R, jnp.eye(3, dtype=R.dtype)[None]])[np.where(par < 0, R.shape[0], par)]
+    return jnp.concatenate([R, jnp.eye(3, dtype=R.dtype)[None]])[_parent_rows(parent, R.shape[0])]
 
 
-def _couples(parent: tuple[int, ...], child: tuple[int, ...], R, tau_c: Float[Array, "n 3"]) -> Float[Array, "nb 3"]:
+def _couples(parent, child, R, Rp: Float[Array, "n 3 3"], tau_c: Float[Array, "n 3"]) -> Float[Array, "nb 3"]:
     """Body-axes torques of the couples ``tau_c`` (each in its child's axes) on ``child`` and
-    their opposites on ``parent`` (-1: ground, which takes none)."""
+    their opposites on ``parent`` (-1: ground, which takes none); ``Rp``: the parents'
+    rotations (``_parent_rotations``)."""
     nb, chi = R.shape[0], np.asarray(child)
-    tau_p = -mtv(_parent_rotations(parent, R), mv(R[chi], tau_c))
-    p = np.where(np.asarray(parent) < 0, nb, np.asarray(parent))
-    return jnp.zeros((nb + 1, 3), R.dtype).at[chi].add(tau_c).at[p].add(tau_p)[:nb]
+    tau_p = -mtv(Rp, mv(R[chi], tau_c))
+    return jnp.zeros((nb + 1, 3), R.dtype).at[chi].add(tau_c).at[_parent_rows(parent, nb)].add(tau_p)[:nb]
 
 
 def gravity_forces(mass: Array, gravity: Array, like: Array) -> tuple[Array, Array]:

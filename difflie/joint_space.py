@@ -223,15 +223,14 @@ def ball_joint_quaternions(model, solution) -> Float[Array, "*n nball 4"]:
     p, c = _indices(balls, model.num_bodies)
     M = jnp.einsum("kji,...klj,...klm->...kim", balls.relative_rotation.astype(R.dtype), R[..., p, :, :], R[..., c, :, :])
     q = matrix_to_quat(M)
-    first = balls.initial.astype(q.dtype)
-    if q.ndim == 2:
-        return q * jnp.where(jnp.sum(q * first, -1) < 0, -1.0, 1.0)[:, None]
+    saves = q if q.ndim > 2 else q[None]  # one state: one save
 
     def side(prev, x):
         x = x * jnp.where(jnp.sum(x * prev, -1) < 0, -1.0, 1.0)[..., None]
         return x, x
 
-    return jax.lax.scan(side, jnp.broadcast_to(first, q.shape[1:]), q)[1]
+    out = jax.lax.scan(side, jnp.broadcast_to(balls.initial.astype(q.dtype), saves.shape[1:]), saves)[1]
+    return out if q.ndim > 2 else out[0]
 
 
 def ball_joint_velocities(model, solution) -> Float[Array, "*n nball 3"]:

@@ -253,7 +253,7 @@ def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
     if m.ntendon:
         items.append(f"tendons ({m.ntendon})")
-    closing = sum(int(m.eq_active0[e] and m.eq_type[e] in (_CONNECT, _WELD)) for e in range(m.neq))
+    closing = sum(_closes_loop(m, e) for e in range(m.neq))
     if m.neq - closing:
         what = "mimic joints" if urdf else "equality constraints other than active connect and weld"
         items.append(f"{what} ({m.neq - closing})")
@@ -415,18 +415,17 @@ def load_robot(
         Rb, pb = R_rel[b], p_rel[b]
         if j >= 0 and joint_names_all[j] in locked:  # welded at its given positions
             for i in range(j, j + m.body_jntnum[b]):
+                name, adr = joint_names_all[i], m.jnt_qposadr[i]
                 if m.jnt_type[i] == _BALL:
-                    pivot = m.jnt_pos[i]
-                    Rj = _quat_matrix(q_of.get(joint_names_all[i], m.qpos0[m.jnt_qposadr[i] : m.jnt_qposadr[i] + 4]))
-                    pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
-                    continue
-                dq = q_of.get(joint_names_all[i], m.qpos0[m.jnt_qposadr[i]]) - m.qpos0[m.jnt_qposadr[i]]
-                if m.jnt_type[i] == _HINGE:
-                    pivot = m.jnt_pos[i]
-                    Rj = _rot(m.jnt_axis[i], dq)
-                    pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
+                    Rj = _quat_matrix(q_of.get(name, m.qpos0[adr : adr + 4]))
                 else:
-                    pb = pb + dq * (Rb @ m.jnt_axis[i])
+                    dq = q_of.get(name, m.qpos0[adr]) - m.qpos0[adr]
+                    if m.jnt_type[i] == _SLIDE:
+                        pb = pb + dq * (Rb @ m.jnt_axis[i])
+                        continue
+                    Rj = _rot(m.jnt_axis[i], dq)
+                pivot = m.jnt_pos[i]  # a turn about the joint's point
+                pb, Rb = pb + Rb @ (pivot - Rj @ pivot), Rb @ Rj
             j = -1
         if j < 0:
             rep[b] = rep[par]
@@ -484,7 +483,7 @@ def load_robot(
             adr = m.jnt_qposadr[j]
             binfo.append(
                 dict(
-                    name=name, parent=body_of[par], child=k, s_p=p_pb + R_pb @ s_c, s_c=s_c, C=R_pb,
+                    name=name, ball=True, parent=body_of[par], child=k, s_p=p_pb + R_pb @ s_c, s_c=s_c, C=R_pb,
                     q=q_of.get(name, _unit(m.qpos0[adr : adr + 4], f"the reference of ball joint {name!r}")),
                     qd=qd_of.get(name, np.zeros(3)), after=len(jinfo),
                     damping=float(m.dof_damping[m.jnt_dofadr[j]]), armature=float(m.dof_armature[m.jnt_dofadr[j]]),
@@ -524,35 +523,29 @@ def load_robot(
                     raise ValueError(f"load_model: base_velocity must be a pair (v (3,), omega (3,)), got {base_velocity!r}") from None
                 v_w[k], w_w[k] = v, R_w[k] @ w
     for ji in tree:  # parents first; a later hinge turns its child from where the one before left it
-        k = ji["child"]
+        k, ball = ji["child"], ji.get("ball", False)
         P, C_j, s_p = ji["parent"], ji["C"], ji["s_p"]
-        if "qd" in ji:  # a ball joint
-            RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P], o_w[P], v_w[P], w_w[P])
-            R_w[k] = RP @ C_j @ _quat_matrix(ji["q"])
-            pivot = oP + RP @ s_p
-            o_w[k] = pivot - R_w[k] @ ji["s_c"]
-            w_rel = R_w[k] @ ji["qd"]
-            w_w[k] = wP + w_rel
-            v_w[k] = vP + np.cross(wP, o_w[k] - oP) + np.cross(w_rel, o_w[k] - pivot)
-            continue
-        a_p = ji["a_p"]
-        if ji["slot"] > 0:
-            P, C_j, a_p, s_p = k, np.eye(3), ji["a_c"], ji["s_c"]
+        if not ball and ji["slot"] > 0:
+            P, C_j, s_p = k, np.eye(3), ji["s_c"]
         RP, oP, vP, wP = (np.eye(3), np.zeros(3), np.zeros(3), np.zeros(3)) if P < 0 else (R_w[P].copy(), o_w[P].copy(), v_w[P].copy(), w_w[P].copy())
-        dq = q_of.get(ji["name"], ji["ref"]) - ji["ref"]
-        qd = qd_of.get(ji["name"], 0.0)
-        a = RP @ a_p
-        if ji["prismatic"]:
+        if not ball:
+            dq = q_of.get(ji["name"], ji["ref"]) - ji["ref"]
+            qd = qd_of.get(ji["name"], 0.0)
+            a_p = ji["a_c"] if ji["slot"] > 0 else ji["a_p"]
+            a = RP @ a_p
+        if not ball and ji["prismatic"]:
             R_w[k] = RP @ C_j
             o_w[k] = oP + RP @ (ji["p_pb"] + dq * a_p)
             w_w[k] = wP
             v_w[k] = vP + np.cross(wP, o_w[k] - oP) + qd * a
-        else:
-            R_w[k] = RP @ C_j @ _rot(ji["a_c"], dq)
-            pivot = oP + RP @ s_p
-            o_w[k] = pivot - R_w[k] @ ji["s_c"]
-            w_w[k] = wP + qd * a
-            v_w[k] = vP + np.cross(wP, o_w[k] - oP) + qd * np.cross(a, o_w[k] - pivot)
+            continue
+        # A turn about the joint's point: Rot(a_c, dq) at rate qd a (revolute), or the ball's.
+        R_w[k] = RP @ C_j @ (_quat_matrix(ji["q"]) if ball else _rot(ji["a_c"], dq))
+        pivot = oP + RP @ s_p
+        o_w[k] = pivot - R_w[k] @ ji["s_c"]
+        w_rel = R_w[k] @ ji["qd"] if ball else qd * a
+        w_w[k] = wP + w_rel
+        v_w[k] = vP + np.cross(wP, o_w[k] - oP) + np.cross(w_rel, o_w[k] - pivot)
     if base_velocity is not None and base < 0:
         raise ValueError("load_model: base_velocity is for a floating base; this robot's base is fixed")
     rc = np.einsum("kij,kj->ki", R_w, com)
@@ -671,14 +664,18 @@ def _ball_value(value, what: str, size: int) -> np.ndarray:
     return _unit(x, what) if size == 4 else x
 
 
+def _stacked(infos: list[dict], key: str):
+    return jnp.asarray(np.stack([info[key] for info in infos]))
+
+
 def _ball_joints(binfo: list[dict]) -> BallJoints | None:
     if not binfo:
         return None
-    stack = lambda key: jnp.asarray(np.stack([bi[key] for bi in binfo]))  # noqa: E731
     return BallJoints(
         names=tuple(bi["name"] for bi in binfo), parent=tuple(bi["parent"] for bi in binfo),
         child=tuple(bi["child"] for bi in binfo), after=tuple(bi["after"] for bi in binfo),
-        parent_point=stack("s_p"), child_point=stack("s_c"), relative_rotation=stack("C"), initial=stack("q"),
+        parent_point=_stacked(binfo, "s_p"), child_point=_stacked(binfo, "s_c"),
+        relative_rotation=_stacked(binfo, "C"), initial=_stacked(binfo, "q"),
     )  # fmt: skip
 
 
@@ -686,22 +683,32 @@ def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
     """Damping and rotor inertia of the ball joints that have them: three 1-DOF joints each
     about the parent's axes, ``sum_k e_k e_k^T = I`` (module docstring); their springs
     (``BallSpring``, about MuJoCo's ``qpos_spring``)."""
-    out = []
-    for key, make in (("damping", lambda f, c: eqx.tree_at(lambda f: f.damping, f, c)), ("armature", lambda f, c: JointInertia(f, c))):
+    def triads(key):
+        """The 1-DOF joints of the balls whose ``key`` is not 0, and its value on each."""
         some = [bi for bi in binfo if bi[key] != 0]
-        if not some:
-            continue
-        triads = JointForce(
+        joints = dict(
             parent=np.repeat([bi["parent"] for bi in some], 3), child=np.repeat([bi["child"] for bi in some], 3),
             axis=np.tile(np.eye(3), (len(some), 1)), point=np.repeat([bi["s_c"] - com[bi["child"]] for bi in some], 3, axis=0),
         )  # fmt: skip
-        out.append(make(triads, jnp.asarray(np.repeat([bi[key] for bi in some], 3))))
+        return some, joints, jnp.asarray(np.repeat([bi[key] for bi in some], 3))
+
+    out = []
+    damped, joints, damping = triads("damping")
+    if damped:
+        out.append(JointForce(**joints, damping=damping))
+    rotors, joints, inertia = triads("armature")
+    if rotors:
+        out.append(JointInertia(JointForce(**joints), inertia))
     sprung = [bi for bi in binfo if bi["stiffness"] != 0]
     if sprung:
-        stack = lambda key: jnp.asarray(np.stack([bi[key] for bi in sprung]))  # noqa: E731
         out.append(BallSpring(tuple(bi["parent"] for bi in sprung), tuple(bi["child"] for bi in sprung),
-                              stack("C"), stack("rest"), stack("stiffness")))  # fmt: skip
+                              _stacked(sprung, "C"), _stacked(sprung, "rest"), _stacked(sprung, "stiffness")))  # fmt: skip
     return out
+
+
+def _closes_loop(m, e: int) -> bool:
+    """Whether equality ``e`` is one difflie reads: an active ``connect`` or ``weld``."""
+    return bool(m.eq_active0[e]) and int(m.eq_type[e]) in (_CONNECT, _WELD)
 
 
 def _equalities(m, path: str, body_of: list[int], R_in: list, p_in: list, body_names: list[str]) -> list:
@@ -712,7 +719,7 @@ def _equalities(m, path: str, body_of: list[int], R_in: list, p_in: list, body_n
 
     rows = []
     for e in range(m.neq):
-        if not m.eq_active0[e] or m.eq_type[e] not in (_CONNECT, _WELD):
+        if not _closes_loop(m, e):
             continue
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
         ids, data = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])), np.asarray(m.eq_data[e], float)
