@@ -7,8 +7,8 @@
                                         [--options NAME] [--solvers all] [--budget 300]
 
 * **Chains** (the model and initial tilts of ``chains.py``): ``jax.vmap`` of ``simulate`` over
-  ``n`` spherical-joint chains of ``--bodies`` rods, ``GeneralizedAlpha(rho_inf=0.9, newton="full")`` and
-  ``BackwardEuler()`` (rA), 20 steps of 1e-3 s, float64; beside one chain alone on the same
+  ``n`` spherical-joint chains of ``--bodies`` rods, ``GeneralizedAlpha(rho_inf=0.9, newton="full")``,
+  ``BackwardEuler()`` (rA) and modified-Newton generalized-alpha (``--solvers modified``), 20 steps of 1e-3 s, float64; beside one chain alone on the same
   device. The batch's first chain must end where the lone chain ends (to 1e-9).
 * **Pandas** (the scenario of ``robots.py``: sinusoidal torques, URDF damping, initial joint
   positions spread by +-0.1 rad): ``jax.vmap`` over ``n`` Pandas, h = 0.2/560 s (the step that
@@ -151,7 +151,10 @@ def g1_rows(n, solver, repeats, args):
 
 
 CHAIN_SOLVERS = {'GeneralizedAlpha(newton="full")': lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="full"),
-                 "BackwardEuler()": lambda: dl.BackwardEuler()}  # fmt: skip
+                 "BackwardEuler()": lambda: dl.BackwardEuler(),
+                 'GeneralizedAlpha(newton="modified")': lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="modified"),
+                 'GeneralizedAlpha(newton="modified", block_size=24)':
+                 lambda: dl.GeneralizedAlpha(rho_inf=0.9, newton="modified", block_size=24)}  # fmt: skip
 PANDA_SOLVERS = {'GeneralizedAlpha(newton="full", block_size=24)': lambda: dl.GeneralizedAlpha(newton="full", block_size=24),
                  'GeneralizedAlpha(newton="modified", block_size=24)':
                  lambda: dl.GeneralizedAlpha(newton="modified", block_size=24),
