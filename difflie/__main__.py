@@ -83,7 +83,8 @@ def load(args):
 
 
 ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
-                 "joint_torques": "--joint-torques", "locked_joints": "--lock", "floating_base": "--floating-base"}  # fmt: skip
+                 "joint_torques": "--joint-torques", "locked_joints": "--lock", "floating_base": "--floating-base",
+                 "joint_limits": "--joint-limits"}  # fmt: skip
 
 
 def robot_options(args) -> dict[str, object]:
@@ -91,8 +92,8 @@ def robot_options(args) -> dict[str, object]:
     options = {}
     for key, flag in ROBOT_OPTIONS.items():
         value = getattr(args, key)
-        if value is not None:  # the joint_* options hold (name, value) pairs
-            options[key] = by_name(value, flag) if key.startswith("joint_") else value
+        if value is not None:  # the joint state and torque options hold (name, value) pairs
+            options[key] = by_name(value, flag) if key in ("joint_positions", "joint_velocities", "joint_torques") else value
     return options
 
 
@@ -621,6 +622,9 @@ def _model_options(s: argparse.ArgumentParser) -> None:
                         "of t as in the model files, e.g. 'panda_joint1=2*sin(5*t)' (default: none)")
     r.add_argument("--lock", dest="locked_joints", type=joint_list, action="extend", metavar="NAME[,...]",
                    help="weld these joints at their --joint-positions value (else the file's reference position)")
+    r.add_argument("--joint-limits", action="store_true", default=None,
+                   help="enforce the file's joint limits as spring-dampers as soft as MuJoCo's "
+                        "(default: not modelled, named in the warning)")
     r.add_argument("--floating-base", action=argparse.BooleanOptionalAction, default=None,
                    help="free the root link; --no-floating-base fixes it where it starts (default: as the "
                         "file has it: an MJCF free joint floats, a URDF root is fixed)")

@@ -392,6 +392,58 @@ class JointSpring(eqx.Module):
         return -self.stiffness.astype(q.dtype) * (q - self.rest.astype(q.dtype))
 
 
+class JointLimits(eqx.Module):
+    """Joint limits as one-sided spring-dampers, a ``JointFeedback`` law. Beyond a limit,
+    ``p = q - upper > 0`` or ``p = q - lower < 0``, the joint torque (force) is
+
+        u = -stiffness p - damping min(|p| / width, 1) q_dot,
+
+    kept pushing the joint back into its range (``u <= 0`` above ``upper``, ``u >= 0`` below
+    ``lower``: a joint that leaves its limit is not pulled back to it), and zero within the
+    range. The damping grows over the first ``width`` of the penetration, so the torque is
+    continuous where the joint reaches its limit (a jump of ``damping q_dot`` there leaves an
+    implicit step that ends near the limit without a root). All five arrays are ``(nj,)``
+    leaves; a joint without limits has ``lower = -inf``, ``upper = inf``. A revolute joint's angle is read on the branch nearest the middle of its
+    range (``revolute``, static), so a range narrower than ``2 pi`` holds whatever turn the
+    angle was read on. ``load_model(..., joint_limits=True)`` sets the stiffness and damping
+    from the file's ``solreflimit`` (time constant ``tc``, damping ratio ``zeta``; MuJoCo's
+    default 0.02 s, 1) at the joint's inertia ``I`` at the reference pose (``1 /
+    dof_invweight0``): ``stiffness = I / (tc zeta)^2``, ``damping = 2 I / tc``, so a joint on its
+    limit rings at ``1 / (tc zeta)`` rad/s with damping ratio ``zeta``: MuJoCo's soft limit
+    (Todorov 2014, its reference acceleration ``-b q_dot - k p``) as a force; ``width`` is the
+    width of its ``solimplimit`` (0.001 by default), over which MuJoCo's impedance grows."""
+
+    lower: Float[Array, " nj"]
+    upper: Float[Array, " nj"]
+    stiffness: Float[Array, " nj"]
+    damping: Float[Array, " nj"]
+    width: Float[Array, " nj"]
+    revolute: tuple[bool, ...] = eqx.field(static=True)
+
+    def __call__(self, t, q, qd):
+        dtype = q.dtype
+        lo, hi = self.lower.astype(dtype), self.upper.astype(dtype)
+        turns = np.asarray(self.revolute) & jnp.isfinite(hi - lo)
+        mid = 0.5 * (jnp.where(turns, lo, 0.0) + jnp.where(turns, hi, 0.0))
+        q = jnp.where(turns, mid + jnp.remainder(q - mid + jnp.pi, 2 * jnp.pi) - jnp.pi, q)
+        k, c = self.stiffness.astype(dtype), self.damping.astype(dtype)
+        above, below = q > hi, q < lo
+        p = jnp.where(above, q - jnp.where(above, hi, 0.0), jnp.where(below, q - jnp.where(below, lo, 0.0), 0.0))
+        ramp = jnp.minimum(jnp.abs(p) / self.width.astype(dtype), 1.0)
+        u = -k * p - c * ramp * qd
+        return jnp.where(above, jnp.minimum(u, 0.0), jnp.where(below, jnp.maximum(u, 0.0), 0.0))
+
+
+class JointLaws(eqx.Module):
+    """The sum of ``JointFeedback`` laws ``(t, q, qd) -> (nj,)``: one element reads the joint
+    state once for all of them (a spring and limits)."""
+
+    laws: tuple
+
+    def __call__(self, t, q, qd):
+        return sum(law(t, q, qd) for law in self.laws)
+
+
 def with_joint_state(model, q: Float[Array, " nj"], qd: Float[Array, " nj"] | None = None,
                      ball_q: Float[Array, "nball 4"] | None = None, ball_qd: Float[Array, "nball 3"] | None = None):
     """``model`` with its initial state at joint positions ``q`` and rates ``qd``, and ball
@@ -481,6 +533,8 @@ class LinearInterpolation(eqx.Module):
 __all__ = [
     "BallJoints",
     "JointFeedback",
+    "JointLaws",
+    "JointLimits",
     "JointSpring",
     "JointSpace",
     "LinearInterpolation",

@@ -62,6 +62,9 @@ MODELS = {
     "balls": Case(lambda: _balls(), 1e-3, 10.0, "gen_alpha", slow=True),
     # a spatial loop closed by an MJCF connect, and a free body held by a weld
     "loop": Case(lambda: _robot_file("loop.xml"), 1e-3, 10.0, "gen_alpha", slow=True),
+    # joint limits as spring-dampers (difflie.joint_space.JointLimits): a hinge that starts
+    # beyond its limit, a slide pushed into its own
+    "limits": Case(lambda: _limits(), 1e-3, 50.0, "gen_alpha", slow=True),
 }
 
 
@@ -93,6 +96,11 @@ def _balls() -> dl.Model:
         return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "balls.xml"),
                              joint_positions={"root": 0.4, "shoulder": [0.8, 0.0, 0.6, 0.0], "elbow": -0.6},
                              joint_velocities={"wrist": [-1.0, 0.5, 0.3]})  # fmt: skip
+
+
+def _limits() -> dl.Model:
+    return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "limits.xml"), joint_limits=True,
+                         joint_positions={"shoulder": 0.35, "slide": -0.04}, joint_velocities={"slide": -1.0})  # fmt: skip
 
 
 SOLVERS = {

@@ -79,7 +79,7 @@ def test_urdf_links_joints_and_one_warning(tmp_path):
     computed here independently from the URDF numbers); a massless link (``tcp``) merges too;
     the root link is the ground; one warning names the joint limits."""
     path = _write(tmp_path, "toy.urdf", TOY_URDF)
-    with pytest.warns(RobotModelWarning, match=r"not modelled: joint limits \(2 joints\)") as record:
+    with pytest.warns(RobotModelWarning, match=r"not modelled: joint limits \(2 joints; joint_limits=True enforces them\)") as record:
         model = dl.load_model(path)
     assert len([w for w in record if issubclass(w.category, RobotModelWarning)]) == 1
     assert model.body_names == ("upper", "slider", "rotor")

@@ -238,6 +238,7 @@ def load_model(
     joint_velocities: Mapping[str, float] | None = None,
     joint_torques: Mapping[str, Any] | Callable | None = None,
     joint_feedback: Callable | None = None,
+    joint_limits: bool = False,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -285,11 +286,12 @@ def load_model(
         return load_robot(path, redundant=redundant, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
-                          joint_feedback=joint_feedback, base_pose=base_pose,
+                          joint_feedback=joint_feedback, joint_limits=joint_limits, base_pose=base_pose,
                           base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
     robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques,
                       joint_feedback=joint_feedback, base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
-    given = [name for name, value in robot_only.items() if value is not None] + (["locked_joints"] if locked_joints else [])
+    given = [name for name, value in robot_only.items() if value is not None]
+    given += [name for name, value in (("locked_joints", locked_joints), ("joint_limits", joint_limits)) if value]
     if given:
         raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")
     if not os.path.exists(path):

@@ -36,7 +36,9 @@ From the compiled body tree:
   joint ``stiffness`` (about ``springref``) linear joint springs (``JointSpring``), MJCF
   ``armature`` the joints' rotor inertias (``JointInertia``), and ``joint_torques`` the
   actuation (``JointForce``);
-- what is not modelled (joint limits, friction, contacts, tendons, the other equality
+- with ``joint_limits=True``, the limits of hinges and slides become one-sided
+  spring-dampers (``JointLimits``) with the stiffness and damping of MuJoCo's soft limits;
+- what is not modelled (joint limits unless asked, friction, contacts, tendons, the other equality
   constraints such as URDF ``mimic``, inactive ones, actuators) is named in one
   ``RobotModelWarning``.
 
@@ -64,7 +66,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import BallJoints, JointFeedback, JointSpace, JointSpring
+from ..joint_space import BallJoints, JointFeedback, JointLaws, JointLimits, JointSpace, JointSpring
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
@@ -235,17 +237,19 @@ def _mujoco_error(err: Exception) -> str:
     return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
 
 
-def _not_modelled(m, collision: int, urdf: bool) -> list[str]:
-    """What the file has and difflie does not model, one phrase each."""
+def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool) -> list[str]:
+    """What the file has and difflie does not model (or was not asked to), one phrase each."""
     items = []
     dof = m.jnt_dofadr
     movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
 
-    def count(what, n):
+    def count(what, n, hint=""):
         if n:
-            items.append(f"{what} ({n} joint{'s' if n > 1 else ''})")
+            items.append(f"{what} ({n} joint{'s' if n > 1 else ''}{hint})")
 
-    count("joint limits", sum(int(m.jnt_limited[j]) for j in movable))
+    if not joint_limits:
+        count("joint limits", sum(int(m.jnt_limited[j]) for j in movable), "; joint_limits=True enforces them")
+    count("limits of ball joints", sum(int(m.jnt_limited[j]) for j in range(m.njnt) if m.jnt_type[j] == _BALL))
     count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
     count("armature of free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     count("springs of free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
@@ -313,6 +317,7 @@ def load_robot(
     joint_velocities: Mapping[str, float] | None = None,
     joint_torques: Mapping[str, float | Callable] | Callable | None = None,
     joint_feedback: Callable | None = None,
+    joint_limits: bool = False,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -340,7 +345,11 @@ def load_robot(
     leaves (traceable, differentiable); a function is part of the compiled program, so a new
     function object (a new ``lambda`` at every call) compiles again. ``joint_feedback``: a
     function ``(t, q, qd) -> (n_joints,)`` of the joint coordinates and rates, torques added to
-    ``joint_torques`` (a PD controller, gravity compensation; ``JointFeedback``). ``base_pose``: the world pose
+    ``joint_torques`` (a PD controller, gravity compensation; ``JointFeedback``).
+    ``joint_limits``: ``True`` enforces the limits of hinges and slides (MJCF ``range`` of a
+    limited joint, URDF ``<limit lower upper>``) as one-sided spring-dampers as soft as MuJoCo's
+    (``difflie.joint_space.JointLimits``, from each joint's ``solreflimit``); ``False`` (the
+    default) leaves them out and names them in the warning. ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -502,6 +511,7 @@ def load_robot(
                     ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
                     stiffness=float(m.jnt_stiffness[j]), spring=float(m.qpos_spring[m.jnt_qposadr[j]]),
                     armature=float(m.dof_armature[m.jnt_dofadr[j]]),
+                    limits=_limits(m, j) if joint_limits else None,
                     slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
                 )
             )  # fmt: skip
@@ -613,13 +623,17 @@ def load_robot(
         hinges=geometry["hinges"],
         balls=_ball_joints(binfo),
     )
+    laws = []  # of the joint state: a controller, springs, limits (one element reads the state for all)
     if joint_feedback is not None:
-        law = _feedback_law(joint_feedback, len(jinfo))
-        forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
+        laws.append(_feedback_law(joint_feedback, len(jinfo)))
     stiffness = np.array([ji["stiffness"] for ji in jinfo])
     if np.any(stiffness != 0):
-        spring = JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo])))
-        forces.append(JointFeedback(spring, space, jnp.asarray(com), JointForce(**geometry)))
+        laws.append(JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo]))))
+    if any(ji["limits"] is not None for ji in jinfo):
+        laws.append(_joint_limits(jinfo))
+    if laws:
+        law = laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
+        forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
     armature = np.array([ji["armature"] for ji in jinfo])
     if np.any(armature != 0):
         forces.append(JointInertia(JointForce(**geometry), jnp.asarray(armature)))
@@ -639,7 +653,7 @@ def load_robot(
         body_names=names,
         joints=space,
     )
-    items = _not_modelled(m, collision, urdf)
+    items = _not_modelled(m, collision, urdf, joint_limits)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
     if closing:
@@ -647,6 +661,28 @@ def load_robot(
     if redundant not in ("error", "remove"):
         raise ValueError(f"{path}: redundant must be 'error' or 'remove', got {redundant!r}")
     return model
+
+
+def _limits(m, j: int) -> tuple[float, float, float, float, float] | None:
+    """Joint ``j``'s range and the stiffness, damping and damping width of its limits
+    (``JointLimits``): from its ``solreflimit``, a time constant and damping ratio ``(tc,
+    zeta)`` (or, both negative, MuJoCo's direct ``(-k, -b)`` per unit inertia), at the joint's
+    inertia at the reference pose, ``1 / dof_invweight0``, and the width of its
+    ``solimplimit``. ``None`` for a joint without limits."""
+    if not m.jnt_limited[j]:
+        return None
+    inertia = 1.0 / float(m.dof_invweight0[m.jnt_dofadr[j]])
+    tc, zeta = (float(x) for x in m.jnt_solref[j])
+    k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
+    lower, upper = (float(x) for x in m.jnt_range[j])
+    return lower, upper, inertia * k, inertia * b, float(m.jnt_solimp[j][2])
+
+
+def _joint_limits(jinfo: list[dict]) -> JointLimits:
+    """``JointLimits`` of the joints in ``jinfo`` (unlimited ones: an infinite range)."""
+    none = (-np.inf, np.inf, 0.0, 0.0, 1.0)
+    lower, upper, k, b, width = (jnp.asarray(np.array(x)) for x in zip(*(ji["limits"] or none for ji in jinfo)))
+    return JointLimits(lower, upper, k, b, width, revolute=tuple(not ji["prismatic"] for ji in jinfo))
 
 
 def _ball_value(value, what: str, size: int) -> np.ndarray:
