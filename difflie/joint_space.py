@@ -434,9 +434,33 @@ class JointLimits(eqx.Module):
         return jnp.where(above, jnp.minimum(u, 0.0), jnp.where(below, jnp.maximum(u, 0.0), 0.0))
 
 
+class JointFriction(eqx.Module):
+    """Dry friction of joints (MJCF ``frictionloss``; URDF ``<dynamics friction>``), a
+    ``JointFeedback`` law: a stiff damper that saturates at the friction torque (force),
+
+        u = -clip(damping q_dot, -friction, friction),
+
+    so a joint loaded below its friction creeps at ``load / damping`` and one loaded above it
+    slides against ``friction``. Both arrays are ``(nj,)`` leaves (zero friction: none).
+    ``load_model(..., joint_friction=True)`` takes ``damping`` from the joint's
+    ``solreffriction`` and ``solimpfriction`` so that a joint creeps as fast as under MuJoCo's
+    soft friction (Todorov 2014), whose acceleration ``(1 - d) a0 - d b q_dot`` (``a0``: without
+    friction; ``b = 2 / (d_max tc)``) comes to rest at ``q_dot = -(1 - d) a0 / (d b)``:
+    ``damping = I b d / (1 - d)`` at the joint's inertia ``I`` at the reference pose. It
+    reaches that creep within ``I / damping`` (1 ms by default) where MuJoCo's acceleration
+    takes it at once."""
+
+    friction: Float[Array, " nj"]
+    damping: Float[Array, " nj"]
+
+    def __call__(self, t, q, qd):
+        friction = self.friction.astype(qd.dtype)
+        return -jnp.clip(self.damping.astype(qd.dtype) * qd, -friction, friction)
+
+
 class JointLaws(eqx.Module):
     """The sum of ``JointFeedback`` laws ``(t, q, qd) -> (nj,)``: one element reads the joint
-    state once for all of them (a spring and limits)."""
+    state once for all of them (a controller, springs, limits, friction)."""
 
     laws: tuple
 
@@ -533,6 +557,7 @@ class LinearInterpolation(eqx.Module):
 __all__ = [
     "BallJoints",
     "JointFeedback",
+    "JointFriction",
     "JointLaws",
     "JointLimits",
     "JointSpring",

@@ -1,7 +1,9 @@
-"""Joint limits of robot files as one-sided spring-dampers (``difflie.joint_space.JointLimits``):
-the law itself, the loader's stiffness from MuJoCo's ``solreflimit``, a rotor that hits its
-limit against a high-accuracy scipy integration of the same law, and a pendulum against
-MuJoCo's own soft limit."""
+"""Joint limits and friction of robot files. Limits as one-sided spring-dampers
+(``difflie.joint_space.JointLimits``): the law itself, the loader's stiffness from MuJoCo's
+``solreflimit``, a rotor that hits its limit against a high-accuracy scipy integration of the
+same law, and a pendulum against MuJoCo's own soft limit. Friction as a saturating damper
+(``JointFriction``): a block on an incline that creeps or slides as under MuJoCo's soft
+friction."""
 
 import warnings
 
@@ -14,7 +16,7 @@ from scipy.integrate import solve_ivp
 
 import difflie as dl
 from difflie.io import RobotModelWarning
-from difflie.joint_space import JointLimits
+from difflie.joint_space import JointFriction, JointLimits
 
 # A rotor about z (inertia 0.5 about the axis) spinning at 2 rad/s into its upper limit 0.5 rad;
 # no gravity. solreflimit (0.02 s, damping ratio 0.5): stiffness 0.5 / 0.01^2, damping 2 * 0.5 / 0.02.
@@ -179,3 +181,51 @@ def test_rotor_limit_orders_and_gradient(rotor_file):
     eps = 1e-5
     fd = (float(angle_at(1.0 + eps)) - float(angle_at(1.0 - eps))) / (2 * eps)
     assert abs(g) > 1e-3 and abs(g - fd) < 1e-5 * abs(fd) + 1e-9, (g, fd)
+
+
+def block_xml(friction, h):
+    """A 1 kg block on a slide inclined at 45 degrees (gravity's pull along it 9.81 / sqrt 2 N),
+    with dry friction."""
+    return f"""<mujoco><option timestep="{h}" integrator="RK4" gravity="0 0 -9.81"/><worldbody><body name="block">
+<joint name="slide" type="slide" axis="1 0 -1" frictionloss="{friction}"/>
+<inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.01"/></body></worldbody></mujoco>"""
+
+
+def test_friction_law_saturates():
+    lim = JointFriction(jnp.array([2.0, 0.0]), jnp.array([100.0, 100.0]))
+    np.testing.assert_allclose(lim(0.0, jnp.zeros(2), jnp.array([0.01, 1.0])), [-1.0, 0.0])
+    np.testing.assert_allclose(lim(0.0, jnp.zeros(2), jnp.array([-0.5, -1.0])), [2.0, 0.0])
+
+
+def test_block_creeps_and_slides_as_under_mujocos_friction(tmp_path):
+    """Loaded below its friction (10 N) the block creeps as MuJoCo's does, at
+    (1 - d) a0 / (d b) = 7.3221e-3 m/s (to 1e-9 relative), 7e-5 m ahead of it (MuJoCo's
+    acceleration reaches the creep over 10 ms, the damper over 1 ms); loaded above (3 N) it
+    slides at 9.81 / sqrt 2 - 3 m/s^2 in both, 4e-4 m ahead (the damper first saturates)."""
+    mujoco = pytest.importorskip("mujoco")
+    h, saves = 2e-4, np.arange(0, 2501, 250)
+    a0 = 9.81 / np.sqrt(2)
+    for friction, gap in ((10.0, 1e-4), (3.0, 6e-4)):
+        path = tmp_path / f"block_{friction}.xml"
+        path.write_text(block_xml(friction, h))
+        mj = mujoco.MjModel.from_xml_path(str(path))
+        data, x_mj = mujoco.MjData(mj), []
+        for k in range(saves[-1] + 1):
+            if k % 250 == 0:
+                x_mj.append(float(data.qpos[0]))
+            mujoco.mj_step(mj, data)
+        with pytest.warns(RobotModelWarning, match=r"joint friction \(1 joint; joint_friction=True enforces it\)"):
+            dl.load_model(path)
+        model = dl.load_model(path, joint_friction=True)
+        np.testing.assert_allclose(model.forces[0].law.damping, 2 / (0.95 * 0.02) * 0.9 / 0.1, rtol=1e-12)
+        sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, saves[-1] * h, h, saveat=dl.SaveAt(ts=jnp.asarray(saves * h)))
+        x = np.asarray(dl.joint_coordinates(model, sol))[:, 0]
+        assert np.max(np.abs(x - x_mj)) < gap, (friction, np.max(np.abs(x - x_mj)))
+        late = slice(5, None)  # t = 0.25 ... 0.5 s
+        if friction > a0:
+            creep = (1 - 0.9) * a0 / (0.9 * 2 / (0.95 * 0.02))
+            for xs in (x, np.array(x_mj)):
+                np.testing.assert_allclose(np.diff(xs[late]) / (250 * h), creep, rtol=1e-9)
+        else:
+            for xs in (x, np.array(x_mj)):
+                np.testing.assert_allclose(np.diff(xs[late], 2) / (250 * h) ** 2, a0 - friction, rtol=1e-9)

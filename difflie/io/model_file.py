@@ -239,6 +239,7 @@ def load_model(
     joint_torques: Mapping[str, Any] | Callable | None = None,
     joint_feedback: Callable | None = None,
     joint_limits: bool = False,
+    joint_friction: bool = False,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -254,7 +255,9 @@ def load_model(
     ``joint_velocities`` ``{joint name: value}``, the initial state by forward kinematics;
     ``joint_torques`` ``{joint name: number, expression of t or function of t}`` or one function
     ``t -> (n_joints,)``; ``joint_feedback`` ``(t, q, qd) -> (n_joints,)``, torques from the
-    joint state (a controller); ``base_pose`` / ``base_velocity`` of a floating base;
+    joint state (a controller); ``joint_limits=True`` enforces the file's joint limits as
+    spring-dampers (``difflie.joint_space.JointLimits``) and ``joint_friction=True`` its joint
+    friction (``JointFriction``); ``base_pose`` / ``base_velocity`` of a floating base;
     ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
     ``joint_positions`` puts them).
 
@@ -286,12 +289,14 @@ def load_model(
         return load_robot(path, redundant=redundant, mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers, gravity=gravity,
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
-                          joint_feedback=joint_feedback, joint_limits=joint_limits, base_pose=base_pose,
+                          joint_feedback=joint_feedback, joint_limits=joint_limits,
+                          joint_friction=joint_friction, base_pose=base_pose,
                           base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
     robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques,
                       joint_feedback=joint_feedback, base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
     given = [name for name, value in robot_only.items() if value is not None]
-    given += [name for name, value in (("locked_joints", locked_joints), ("joint_limits", joint_limits)) if value]
+    given += [name for name, value in (("locked_joints", locked_joints), ("joint_limits", joint_limits),
+                                       ("joint_friction", joint_friction)) if value]  # fmt: skip
     if given:
         raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")
     if not os.path.exists(path):

@@ -37,8 +37,10 @@ From the compiled body tree:
   ``armature`` the joints' rotor inertias (``JointInertia``), and ``joint_torques`` the
   actuation (``JointForce``);
 - with ``joint_limits=True``, the limits of hinges and slides become one-sided
-  spring-dampers (``JointLimits``) with the stiffness and damping of MuJoCo's soft limits;
-- what is not modelled (joint limits unless asked, friction, contacts, tendons, the other equality
+  spring-dampers (``JointLimits``) with the stiffness and damping of MuJoCo's soft limits, and
+  with ``joint_friction=True`` their ``frictionloss`` saturating dampers (``JointFriction``)
+  that creep as MuJoCo's soft friction does;
+- what is not modelled (joint limits and friction unless asked, contacts, tendons, the other equality
   constraints such as URDF ``mimic``, inactive ones, actuators) is named in one
   ``RobotModelWarning``.
 
@@ -66,7 +68,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import BallJoints, JointFeedback, JointLaws, JointLimits, JointSpace, JointSpring
+from ..joint_space import BallJoints, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
@@ -237,7 +239,7 @@ def _mujoco_error(err: Exception) -> str:
     return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
 
 
-def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool) -> list[str]:
+def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool) -> list[str]:
     """What the file has and difflie does not model (or was not asked to), one phrase each."""
     items = []
     dof = m.jnt_dofadr
@@ -250,7 +252,11 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool) -> list[str
     if not joint_limits:
         count("joint limits", sum(int(m.jnt_limited[j]) for j in movable), "; joint_limits=True enforces them")
     count("limits of ball joints", sum(int(m.jnt_limited[j]) for j in range(m.njnt) if m.jnt_type[j] == _BALL))
-    count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in range(m.njnt)))
+    if not joint_friction:
+        count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in movable), "; joint_friction=True enforces it")
+    count("friction of ball and free joints",
+          sum(int(np.any(m.dof_frictionloss[dof[j] : dof[j] + (3 if m.jnt_type[j] == _BALL else 6)] > 0))
+              for j in range(m.njnt) if m.jnt_type[j] in (_BALL, _FREE)))  # fmt: skip
     count("armature of free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     count("springs of free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     if collision:
@@ -318,6 +324,7 @@ def load_robot(
     joint_torques: Mapping[str, float | Callable] | Callable | None = None,
     joint_feedback: Callable | None = None,
     joint_limits: bool = False,
+    joint_friction: bool = False,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -349,7 +356,10 @@ def load_robot(
     ``joint_limits``: ``True`` enforces the limits of hinges and slides (MJCF ``range`` of a
     limited joint, URDF ``<limit lower upper>``) as one-sided spring-dampers as soft as MuJoCo's
     (``difflie.joint_space.JointLimits``, from each joint's ``solreflimit``); ``False`` (the
-    default) leaves them out and names them in the warning. ``base_pose``: the world pose
+    default) leaves them out and names them in the warning. ``joint_friction``: ``True`` makes
+    the ``frictionloss`` of hinges and slides (URDF ``<dynamics friction>``) dry friction that
+    creeps as MuJoCo's soft friction does (``difflie.joint_space.JointFriction``); ``False`` names
+    it in the warning. ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -512,6 +522,7 @@ def load_robot(
                     stiffness=float(m.jnt_stiffness[j]), spring=float(m.qpos_spring[m.jnt_qposadr[j]]),
                     armature=float(m.dof_armature[m.jnt_dofadr[j]]),
                     limits=_limits(m, j) if joint_limits else None,
+                    friction=_friction(m, j) if joint_friction else None,
                     slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
                 )
             )  # fmt: skip
@@ -631,6 +642,9 @@ def load_robot(
         laws.append(JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo]))))
     if any(ji["limits"] is not None for ji in jinfo):
         laws.append(_joint_limits(jinfo))
+    if any(ji["friction"] is not None for ji in jinfo):
+        friction, damping = (jnp.asarray(np.array(x)) for x in zip(*(ji["friction"] or (0.0, 0.0) for ji in jinfo)))
+        laws.append(JointFriction(friction, damping))
     if laws:
         law = laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
         forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
@@ -653,7 +667,7 @@ def load_robot(
         body_names=names,
         joints=space,
     )
-    items = _not_modelled(m, collision, urdf, joint_limits)
+    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
     if closing:
@@ -676,6 +690,21 @@ def _limits(m, j: int) -> tuple[float, float, float, float, float] | None:
     k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
     lower, upper = (float(x) for x in m.jnt_range[j])
     return lower, upper, inertia * k, inertia * b, float(m.jnt_solimp[j][2])
+
+
+def _friction(m, j: int) -> tuple[float, float] | None:
+    """Joint ``j``'s ``frictionloss`` and the damping of ``JointFriction`` that creeps as fast
+    as MuJoCo's soft friction: ``I b d / (1 - d)``, ``b = 2 / (d_max tc)`` from its
+    ``solreffriction`` (or, negative, ``-b`` itself) and ``d``, ``d_max`` its
+    ``solimpfriction``'s impedances at zero and full width. ``None`` without friction."""
+    dof = m.jnt_dofadr[j]
+    friction = float(m.dof_frictionloss[dof])
+    if friction <= 0:
+        return None
+    tc, _ = (float(x) for x in m.dof_solref[dof])
+    d, d_max = (min(float(x), 0.9999) for x in m.dof_solimp[dof][:2])  # MuJoCo's own cap
+    b = -float(m.dof_solref[dof][1]) if tc <= 0 else 2.0 / (d_max * tc)
+    return friction, b * d / (1.0 - d) / float(m.dof_invweight0[dof])
 
 
 def _joint_limits(jinfo: list[dict]) -> JointLimits:
