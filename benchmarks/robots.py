@@ -99,12 +99,14 @@ PANDA_TORQUES = dict(amplitude=np.array([6.0, 10.0, 4.0, 8.0, 1.5, 1.0, 0.5, 0.0
                      phase=np.array([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 0.0, 0.0]))  # fmt: skip
 
 
-def panda_model(path):
-    """The Panda scenario's difflie model and its joint positions and rates (no Pinocchio)."""
+def panda_model(path, **options):
+    """The Panda scenario's difflie model and its joint positions and rates (no Pinocchio);
+    ``options``: more keywords of ``load_model`` (``joint_limits=True``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = dl.load_model(path, joint_positions=PANDA_Q0, joint_velocities=PANDA_QD0,
-                              joint_torques=Sinusoids(*(jnp.asarray(PANDA_TORQUES[k]) for k in ("amplitude", "omega", "phase"))))  # fmt: skip
+                              joint_torques=Sinusoids(*(jnp.asarray(PANDA_TORQUES[k]) for k in ("amplitude", "omega", "phase"))),
+                              **options)  # fmt: skip
     q = np.array([PANDA_Q0[n] for n in model.joint_names])
     v = np.array([PANDA_QD0.get(n, 0.0) for n in model.joint_names])
     return model, q, v
@@ -141,9 +143,10 @@ def g1_state(n_joints):
     return q0, v0, omega, phase
 
 
-def g1_model(path, names, amplitude):
+def g1_model(path, names, amplitude, **options):
     """The G1 scenario's difflie model (no Pinocchio): joint ``names`` in file order and the
-    torque ``amplitude`` per joint (``g1`` takes 2 rad/s^2 over the diagonal of M^-1)."""
+    torque ``amplitude`` per joint (``g1`` takes 2 rad/s^2 over the diagonal of M^-1);
+    ``options``: more keywords of ``load_model``."""
     q0, v0, omega, phase = g1_state(len(names))
     quat = np.r_[q0[6], q0[3:6]]
     R = np.asarray(dl.lie.SO3.from_quaternion(jnp.asarray(quat)).as_matrix())
@@ -151,7 +154,8 @@ def g1_model(path, names, amplitude):
         warnings.simplefilter("ignore")
         model = dl.load_model(path, floating_base=True, base_pose=(q0[:3], quat), base_velocity=(R @ v0[:3], v0[3:6]),
                               joint_positions=dict(zip(names, q0[7:])), joint_velocities=dict(zip(names, v0[6:])),
-                              joint_torques=Sinusoids(jnp.asarray(amplitude), jnp.asarray(omega), jnp.asarray(phase)))  # fmt: skip
+                              joint_torques=Sinusoids(jnp.asarray(amplitude), jnp.asarray(omega), jnp.asarray(phase)),
+                              **options)  # fmt: skip
     assert model.joint_names == tuple(names)
     return model
 
