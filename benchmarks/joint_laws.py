@@ -18,7 +18,6 @@ import argparse
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from robots import G1_URDF, g1_model, panda_model, robot_file
 
@@ -72,7 +71,8 @@ def main():
             limits = make(joint_limits=True).forces[-1].law if label == "none" else None
             beyond = ""
             if limits is not None:
-                lo, hi = np.asarray(limits.lower), np.asarray(limits.upper)
+                lo = np.where(limits.has_lower, np.asarray(limits.lower), -np.inf)
+                hi = np.where(limits.has_upper, np.asarray(limits.upper), np.inf)
                 names = r["model"].joint_names
                 beyond = ", ".join(names[j] for j in range(q.shape[1]) if np.any((q[:, j] < lo[j]) | (q[:, j] > hi[j]))) or "none"
             its = float(r["sol"].stats.newton_iterations) / steps

@@ -62,8 +62,9 @@ MODELS = {
     "balls": Case(lambda: _balls(), 1e-3, 10.0, "gen_alpha", slow=True),
     # a spatial loop closed by an MJCF connect, and a free body held by a weld
     "loop": Case(lambda: _robot_file("loop.xml"), 1e-3, 10.0, "gen_alpha", slow=True),
-    # joint limits as spring-dampers and friction (difflie.joint_space.JointLimits, JointFriction):
-    # a hinge that starts beyond its limit, a slide pushed into its own against friction
+    # joint limits as spring-dampers and friction (difflie.joint_space.JointLimits, BallLimits,
+    # JointFriction): a hinge and a ball that start beyond their limits, a slide pushed into its
+    # own against friction
     "limits": Case(lambda: _limits(), 1e-3, 50.0, "gen_alpha", slow=True),
 }
 
@@ -100,7 +101,8 @@ def _balls() -> dl.Model:
 
 def _limits() -> dl.Model:
     return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "limits.xml"), joint_limits=True, joint_friction=True,
-                         joint_positions={"shoulder": 0.35, "slide": -0.04}, joint_velocities={"slide": -1.0})  # fmt: skip
+                         joint_positions={"shoulder": 0.35, "slide": -0.04, "wrist": [np.cos(0.15), 0.0, np.sin(0.15), 0.0]},
+                         joint_velocities={"slide": -1.0})  # fmt: skip
 
 
 SOLVERS = {

@@ -37,7 +37,8 @@ From the compiled body tree:
   ``armature`` the joints' rotor inertias (``JointInertia``), and ``joint_torques`` the
   actuation (``JointForce``);
 - with ``joint_limits=True``, the limits of hinges and slides become one-sided
-  spring-dampers (``JointLimits``) with the stiffness and damping of MuJoCo's soft limits, and
+  spring-dampers (``JointLimits``) with the stiffness and damping of MuJoCo's soft limits, those
+  of balls (their largest angle) the same law of the ball's angle (``BallLimits``), and
   with ``joint_friction=True`` their ``frictionloss`` saturating dampers (``JointFriction``)
   that creep as MuJoCo's soft friction does;
 - what is not modelled (joint limits and friction unless asked, contacts, tendons, the other equality
@@ -68,7 +69,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import BallJoints, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring
+from ..joint_space import BallJoints, BallLimits, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
@@ -244,14 +245,14 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     items = []
     dof = m.jnt_dofadr
     movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
+    balls = [j for j in range(m.njnt) if m.jnt_type[j] == _BALL]
 
     def count(what, n, hint=""):
         if n:
             items.append(f"{what} ({n} joint{'s' if n > 1 else ''}{hint})")
 
     if not joint_limits:
-        count("joint limits", sum(int(m.jnt_limited[j]) for j in movable), "; joint_limits=True enforces them")
-    count("limits of ball joints", sum(int(m.jnt_limited[j]) for j in range(m.njnt) if m.jnt_type[j] == _BALL))
+        count("joint limits", sum(int(m.jnt_limited[j]) for j in movable + balls), "; joint_limits=True enforces them")
     if not joint_friction:
         count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in movable), "; joint_friction=True enforces it")
     count("friction of ball and free joints",
@@ -353,9 +354,10 @@ def load_robot(
     function object (a new ``lambda`` at every call) compiles again. ``joint_feedback``: a
     function ``(t, q, qd) -> (n_joints,)`` of the joint coordinates and rates, torques added to
     ``joint_torques`` (a PD controller, gravity compensation; ``JointFeedback``).
-    ``joint_limits``: ``True`` enforces the limits of hinges and slides (MJCF ``range`` of a
-    limited joint, URDF ``<limit lower upper>``) as one-sided spring-dampers as soft as MuJoCo's
-    (``difflie.joint_space.JointLimits``, from each joint's ``solreflimit``); ``False`` (the
+    ``joint_limits``: ``True`` enforces the limits of hinges, slides and balls (MJCF ``range``
+    of a limited joint, URDF ``<limit lower upper>``) as one-sided spring-dampers as soft as
+    MuJoCo's (``difflie.joint_space.JointLimits``, ``BallLimits``, from each joint's
+    ``solreflimit``); ``False`` (the
     default) leaves them out and names them in the warning. ``joint_friction``: ``True`` makes
     the ``frictionloss`` of hinges and slides (URDF ``<dynamics friction>``) dry friction that
     creeps as MuJoCo's soft friction does (``difflie.joint_space.JointFriction``); ``False`` names
@@ -489,6 +491,7 @@ def load_robot(
     # hinges of one body in order, slot 0 (first), 1 (middle of three), 2 (last). Ball joints
     # apart (``binfo``); ``tree`` holds both kinds, parents before children.
     jinfo, binfo, tree = [], [], []
+    inverse_mass = _inverse_mass(m) if joint_limits and any(m.jnt_limited[j] for j in range(m.njnt) if m.jnt_type[j] == _BALL) else None
     for k, b in enumerate(groups):
         if kind_of[b] == _FREE:
             continue
@@ -507,6 +510,9 @@ def load_robot(
                     qd=qd_of.get(name, np.zeros(3)), after=len(jinfo),
                     damping=float(m.dof_damping[m.jnt_dofadr[j]]), armature=float(m.dof_armature[m.jnt_dofadr[j]]),
                     stiffness=float(m.jnt_stiffness[j]), rest=_quat_matrix(m.qpos_spring[adr : adr + 4]),
+                    limits=_limits(m, j) if joint_limits else None,
+                    inverse_inertia=inverse_mass[m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3, m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3]
+                    if joint_limits and m.jnt_limited[j] else None,
                 )
             )  # fmt: skip
             tree.append(binfo[-1])
@@ -681,11 +687,14 @@ def _limits(m, j: int) -> tuple[float, float, float, float, float] | None:
     """Joint ``j``'s range and the stiffness, damping and damping width of its limits
     (``JointLimits``): from its ``solreflimit``, a time constant and damping ratio ``(tc,
     zeta)`` (or, both negative, MuJoCo's direct ``(-k, -b)`` per unit inertia), at the joint's
-    inertia at the reference pose, ``1 / dof_invweight0``, and the width of its
-    ``solimplimit``. ``None`` for a joint without limits."""
+    inertia at the reference pose, ``1 / dof_invweight0`` (a ball's per unit inertia: its
+    ``BallLimits`` take the inertia about the axis it turns), and the width of its
+    ``solimplimit``. A ball's range is ``(0, largest angle)``. ``None`` for a joint without
+    limits."""
     if not m.jnt_limited[j]:
         return None
-    inertia = 1.0 / float(m.dof_invweight0[m.jnt_dofadr[j]])
+    dof = m.jnt_dofadr[j]
+    inertia = 1.0 if m.jnt_type[j] == _BALL else 1.0 / float(m.dof_invweight0[dof])
     tc, zeta = (float(x) for x in m.jnt_solref[j])
     k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
     lower, upper = (float(x) for x in m.jnt_range[j])
@@ -707,11 +716,25 @@ def _friction(m, j: int) -> tuple[float, float] | None:
     return friction, b * d / (1.0 - d) / float(m.dof_invweight0[dof])
 
 
+def _inverse_mass(m) -> np.ndarray:
+    """MuJoCo's inverse mass matrix at the reference pose (``qpos0``), over its degrees of
+    freedom (a ball's three: angular velocity in the child's axes)."""
+    import mujoco
+
+    data = mujoco.MjData(m)
+    mujoco.mj_forward(m, data)
+    dense = np.zeros((m.nv, m.nv))
+    mujoco.mj_fullM(m, data, dense)
+    return np.linalg.inv(dense)
+
+
 def _joint_limits(jinfo: list[dict]) -> JointLimits:
-    """``JointLimits`` of the joints in ``jinfo`` (unlimited ones: an infinite range)."""
-    none = (-np.inf, np.inf, 0.0, 0.0, 1.0)
+    """``JointLimits`` of the joints in ``jinfo`` (those without limits read none)."""
+    none = (0.0, 0.0, 0.0, 0.0, 1.0)
     lower, upper, k, b, width = (jnp.asarray(np.array(x)) for x in zip(*(ji["limits"] or none for ji in jinfo)))
-    return JointLimits(lower, upper, k, b, width, revolute=tuple(not ji["prismatic"] for ji in jinfo))
+    limited = tuple(ji["limits"] is not None for ji in jinfo)
+    return JointLimits(lower, upper, k, b, width, revolute=tuple(not ji["prismatic"] for ji in jinfo),
+                       has_lower=limited, has_upper=limited)  # fmt: skip
 
 
 def _ball_value(value, what: str, size: int) -> np.ndarray:
@@ -747,7 +770,7 @@ def _ball_joints(binfo: list[dict]) -> BallJoints | None:
 def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
     """Damping and rotor inertia of the ball joints that have them: three 1-DOF joints each
     about the parent's axes, ``sum_k e_k e_k^T = I`` (module docstring); their springs
-    (``BallSpring``, about MuJoCo's ``qpos_spring``)."""
+    (``BallSpring``, about MuJoCo's ``qpos_spring``); their limits (``BallLimits``)."""
     def triads(key):
         """The 1-DOF joints of the balls whose ``key`` is not 0, and its value on each."""
         some = [bi for bi in binfo if bi[key] != 0]
@@ -764,6 +787,13 @@ def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
     rotors, joints, inertia = triads("armature")
     if rotors:
         out.append(JointInertia(JointForce(**joints), inertia))
+    limited = [bi for bi in binfo if bi["limits"] is not None]
+    if limited:
+        _, upper, k, b, width = (jnp.asarray(np.array(x)) for x in zip(*(bi["limits"] for bi in limited)))
+        one_sided = dict(revolute=(False,) * len(limited), has_lower=(False,) * len(limited), has_upper=(True,) * len(limited))
+        law = JointLimits(jnp.zeros_like(upper), upper, k, b, width, **one_sided)
+        out.append(BallLimits(tuple(bi["parent"] for bi in limited), tuple(bi["child"] for bi in limited),
+                              _stacked(limited, "C"), _stacked(limited, "inverse_inertia"), law))  # fmt: skip
     sprung = [bi for bi in binfo if bi["stiffness"] != 0]
     if sprung:
         out.append(BallSpring(tuple(bi["parent"] for bi in sprung), tuple(bi["child"] for bi in sprung),
