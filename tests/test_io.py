@@ -380,7 +380,8 @@ def test_safe_expression_values_and_derivatives():
 def test_closed_loops_load_and_run_in_float32():
     """With x64 off, a closed loop from a model file (the four link) and from an MJCF file (a
     loop closed by ``connect``, a weld, a ball joint) assemble to float32's rounding level,
-    not float64's, and generalized-alpha steps the MJCF one."""
+    not float64's, and generalized-alpha steps the MJCF one; it steps an arm whose joint limits
+    and friction act too."""
     code = (
         "import warnings, jax.numpy as jnp\n"
         "import difflie as dl\n"
@@ -392,6 +393,10 @@ def test_closed_loops_load_and_run_in_float32():
         "o = sol.position[-1] - jnp.einsum('bij,bj->bi', sol.rotation[-1], loop.bodies.com)\n"
         "assert sol.position.dtype == jnp.float32 and float(jnp.abs(loop.constraint_residual(0.01, o, sol.rotation[-1])).max()) < 1e-5\n"
         "assert float(jnp.abs(dl.ball_joint_quaternions(loop, sol)[-1, 0, 1:]).max()) > 1e-4  # it moved\n"
+        f"limits = dl.load_model({str(DATA / 'limits.xml')!r}, joint_limits=True, joint_friction=True, joint_positions={{'shoulder': 0.35}})\n"
+        "sol = dl.simulate(limits, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3)\n"
+        "q = dl.joint_coordinates(limits, sol)\n"
+        "assert q.dtype == jnp.float32 and 0.3 < float(q[-1, 0]) < 0.35  # pushed back towards its limit\n"
         "print('ok')\n"
     )
     assert run_float32(code).strip() == "ok"
