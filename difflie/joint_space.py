@@ -501,9 +501,36 @@ class JointFriction(eqx.Module):
         return -jnp.clip(self.damping.astype(qd.dtype) * qd, -friction, friction)
 
 
+class TendonSprings(eqx.Module):
+    """Fixed tendons (MJCF ``<tendon><fixed>``) with springs and dampers, a ``JointFeedback``
+    law, as MuJoCo applies their passive forces: a tendon's length is a linear combination of
+    joint coordinates, ``L = A q + offset`` (``coefficients`` ``A`` (nt, nj); ``offset``: the
+    locked joints' share), its force
+
+        f = -stiffness (L - clip(L, lower, upper)) - damping A q_dot,
+
+    (a spring about the rest length ``lower = upper``, or idle within a dead band between
+    them), and the joints take the torques (forces) ``A^T f``. All arrays are leaves."""
+
+    coefficients: Float[Array, "nt nj"]
+    offset: Float[Array, " nt"]
+    stiffness: Float[Array, " nt"]
+    damping: Float[Array, " nt"]
+    lower: Float[Array, " nt"]
+    upper: Float[Array, " nt"]
+
+    def __call__(self, t, q, qd):
+        dtype = q.dtype
+        A = self.coefficients.astype(dtype)
+        length = A @ q + self.offset.astype(dtype)
+        stretch = length - jnp.clip(length, self.lower.astype(dtype), self.upper.astype(dtype))
+        f = -self.stiffness.astype(dtype) * stretch - self.damping.astype(dtype) * (A @ qd)
+        return A.T @ f
+
+
 class JointLaws(eqx.Module):
     """The sum of ``JointFeedback`` laws ``(t, q, qd) -> (nj,)``: one element reads the joint
-    state once for all of them (a controller, springs, limits, friction)."""
+    state once for all of them (a controller, springs, limits, friction, tendons)."""
 
     laws: tuple
 
@@ -605,6 +632,7 @@ __all__ = [
     "JointLaws",
     "JointLimits",
     "JointSpring",
+    "TendonSprings",
     "JointSpace",
     "LinearInterpolation",
     "ball_joint_quaternions",

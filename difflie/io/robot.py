@@ -41,7 +41,11 @@ From the compiled body tree:
   of balls (their largest angle) the same law of the ball's angle (``BallLimits``), and
   with ``joint_friction=True`` their ``frictionloss`` saturating dampers (``JointFriction``)
   that creep as MuJoCo's soft friction does;
-- what is not modelled (joint limits and friction unless asked, contacts, tendons, the other equality
+- the springs and dampers of fixed tendons (MJCF ``<tendon><fixed>``: a length that is a linear
+  combination of joint coordinates) act on their joints as MuJoCo applies them
+  (``TendonSprings``);
+- what is not modelled (joint limits and friction unless asked, contacts, spatial tendons and
+  the limits, friction and armature of fixed ones, the other equality
   constraints such as URDF ``mimic``, inactive ones, actuators) is named in one
   ``RobotModelWarning``.
 
@@ -69,13 +73,15 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import BallJoints, BallLimits, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring
+from ..joint_space import (BallJoints, BallLimits, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring,
+                           TendonSprings)
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
 ROBOT_EXTENSIONS = (".urdf", ".xml")
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _CONNECT, _WELD = 0, 1  # mjtEq
+_WRAP_JOINT = 1  # mjtWrap
 _SITE = 6  # mjtObj
 _KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 
@@ -262,8 +268,16 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     count("springs of free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     if collision:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
-    if m.ntendon:
-        items.append(f"tendons ({m.ntendon})")
+    fixed = [k for k in range(m.ntendon) if _is_fixed(m, k)]
+    if m.ntendon - len(fixed):
+        items.append(f"spatial tendons ({m.ntendon - len(fixed)})")
+    for what, n in (("tendon limits", sum(int(m.tendon_limited[k]) for k in fixed)),
+                    ("tendon friction", sum(int(m.tendon_frictionloss[k] > 0) for k in fixed)),
+                    ("tendon armature", sum(int(m.tendon_armature[k] > 0) for k in fixed)),
+                    ("nonlinear or plastic tendon springs", sum(int(np.any(m.tendon_stiffnesspoly[k] != 0) or np.any(m.tendon_dampingpoly[k] != 0)
+                                                                   or m.tendon_plasticadr[k] >= 0) for k in fixed))):  # fmt: skip
+        if n:
+            items.append(f"{what} ({n} tendon{'s' if n > 1 else ''})")
     closing = sum(_closes_loop(m, e) for e in range(m.neq))
     if m.neq - closing:
         what = "mimic joints" if urdf else "equality constraints other than active connect and weld"
@@ -648,6 +662,9 @@ def load_robot(
         laws.append(JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo]))))
     if any(ji["limits"] is not None for ji in jinfo):
         laws.append(_joint_limits(jinfo))
+    tendons = _fixed_tendons(m, jinfo, {k: q_of.get(k, float(m.qpos0[m.jnt_qposadr[m.joint(k).id]])) for k in locked})
+    if tendons is not None:
+        laws.append(tendons)
     if any(ji["friction"] is not None for ji in jinfo):
         friction, damping = (jnp.asarray(np.array(x)) for x in zip(*(ji["friction"] or (0.0, 0.0) for ji in jinfo)))
         laws.append(JointFriction(friction, damping))
@@ -714,6 +731,32 @@ def _friction(m, j: int) -> tuple[float, float] | None:
     d, d_max = (min(float(x), 0.9999) for x in m.dof_solimp[dof][:2])  # MuJoCo's own cap
     b = -float(m.dof_solref[dof][1]) if tc <= 0 else 2.0 / (d_max * tc)
     return friction, b * d / (1.0 - d) / float(m.dof_invweight0[dof])
+
+
+def _is_fixed(m, k: int) -> bool:
+    """Whether tendon ``k`` is a fixed one (a linear combination of joint coordinates)."""
+    adr, num = m.tendon_adr[k], m.tendon_num[k]
+    return bool(np.all(m.wrap_type[adr : adr + num] == _WRAP_JOINT))
+
+
+def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float]) -> TendonSprings | None:
+    """``TendonSprings`` of the fixed tendons with a spring or a damper (``None``: none): each
+    tendon's coefficients over the movable joints, the locked joints' share of its length at
+    the positions they are welded at (``locked``: name -> position)."""
+    column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
+    rows = [k for k in range(m.ntendon) if _is_fixed(m, k) and (m.tendon_stiffness[k] > 0 or m.tendon_damping[k] > 0)]
+    if not rows:
+        return None
+    A, offset = np.zeros((len(rows), len(jinfo))), np.zeros(len(rows))
+    for r, k in enumerate(rows):
+        for w in range(m.tendon_adr[k], m.tendon_adr[k] + m.tendon_num[k]):
+            j, coef = int(m.wrap_objid[w]), float(m.wrap_prm[w])
+            if j in column:
+                A[r, column[j]] += coef
+            else:  # a locked joint
+                offset[r] += coef * locked[m.joint(j).name]
+    lower, upper = (np.asarray(m.tendon_lengthspring[rows, i], float) for i in (0, 1))
+    return TendonSprings(*(jnp.asarray(x) for x in (A, offset, m.tendon_stiffness[rows], m.tendon_damping[rows], lower, upper)))
 
 
 def _inverse_mass(m) -> np.ndarray:

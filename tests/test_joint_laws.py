@@ -1,10 +1,11 @@
-"""Joint limits and friction of robot files. Limits as one-sided spring-dampers
+"""Joint limits, friction and fixed tendons of robot files. Limits as one-sided spring-dampers
 (``difflie.joint_space.JointLimits``): the law itself, the loader's stiffness from MuJoCo's
 ``solreflimit``, a rotor that hits its limit against a high-accuracy scipy integration of the
 same law, and a pendulum against MuJoCo's own soft limit. Friction as a saturating damper
 (``JointFriction``): a block on an incline that creeps or slides as under MuJoCo's soft
-friction."""
+friction. Fixed tendons' springs and dampers (``TendonSprings``): against MuJoCo's RK4."""
 
+import pathlib
 import warnings
 
 import equinox as eqx
@@ -16,7 +17,7 @@ from scipy.integrate import solve_ivp
 
 import difflie as dl
 from difflie.io import RobotModelWarning
-from difflie.joint_space import JointFriction, JointLimits
+from difflie.joint_space import JointFriction, JointLimits, TendonSprings
 
 # A rotor about z (inertia 0.5 about the axis) spinning at 2 rad/s into its upper limit 0.5 rad;
 # no gravity. solreflimit (0.02 s, damping ratio 0.5): stiffness 0.5 / 0.01^2, damping 2 * 0.5 / 0.02.
@@ -270,3 +271,39 @@ def test_ball_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path):
         gaps.append(np.max(np.abs(np.asarray(sol.position)[:, 0] - np.array(x_mj)), axis=-1))
     assert gaps[0].max() < 8e-3 and gaps[0].max() / gaps[1].max() > 2.0, (gaps[0].max(), gaps[1].max())
     assert gaps[2][:4].max() < 1e-8, gaps[2][:4]  # up to 0.03 s, before the limit (the methods' own errors)
+
+
+TENDON = str(pathlib.Path(__file__).resolve().parent / "data" / "tendon.xml")
+
+
+def test_fixed_tendon_follows_mujoco():
+    """Two hinges and a slide coupled by a fixed tendon (length ``j1 - 0.5 j2 + 2 j3``, a spring
+    idle between 0.1 and 0.5, a damper): generalized-alpha at h = 1e-3 follows MuJoCo's RK4 at
+    1e-4 s over 0.3 s to 9.2e-6 (2.3e-6 at 5e-4: second order, measured once), where without the
+    tendon MuJoCo's own motion differs by 0.1. A locked joint's share of the length is a
+    constant."""
+    mujoco = pytest.importorskip("mujoco")
+    q0, t1 = {"j1": 0.3, "j2": -0.5, "j3": 0.05}, 0.3
+    mj = mujoco.MjModel.from_xml_path(TENDON)
+
+    def mujoco_run():
+        data, qs = mujoco.MjData(mj), []
+        data.qpos[:] = list(q0.values())
+        for k in range(int(round(t1 / 1e-4)) + 1):
+            if k % 500 == 0:
+                qs.append(data.qpos.copy())
+            mujoco.mj_step(mj, data)
+        return np.array(qs)
+
+    q_mj = mujoco_run()
+    mj.tendon_stiffness[:], mj.tendon_damping[:] = 0.0, 0.0
+    assert np.abs(mujoco_run() - q_mj).max() > 0.05  # the tendon matters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left unmodelled
+        model = dl.load_model(TENDON, joint_positions=q0)
+    assert isinstance(model.forces[-1].law, TendonSprings)
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, t1, 1e-3, saveat=dl.SaveAt(ts=jnp.linspace(0.0, t1, len(q_mj))))
+    assert np.abs(np.asarray(dl.joint_coordinates(model, sol)) - q_mj).max() < 1.2e-5
+    locked = dl.load_model(TENDON, joint_positions=q0, locked_joints=["j3"]).forces[-1].law
+    np.testing.assert_allclose(locked.offset, [2 * 0.05])
+    np.testing.assert_allclose(locked.coefficients, [[1.0, -0.5]])
