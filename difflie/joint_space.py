@@ -501,31 +501,38 @@ class JointFriction(eqx.Module):
         return -jnp.clip(self.damping.astype(qd.dtype) * qd, -friction, friction)
 
 
-class TendonSprings(eqx.Module):
-    """Fixed tendons (MJCF ``<tendon><fixed>``) with springs and dampers, a ``JointFeedback``
-    law, as MuJoCo applies their passive forces: a tendon's length is a linear combination of
-    joint coordinates, ``L = A q + offset`` (``coefficients`` ``A`` (nt, nj); ``offset``: the
-    locked joints' share), its force
-
-        f = -stiffness (L - clip(L, lower, upper)) - damping A q_dot,
-
-    (a spring about the rest length ``lower = upper``, or idle within a dead band between
-    them), and the joints take the torques (forces) ``A^T f``. All arrays are leaves."""
+class Tendons(eqx.Module):
+    """Fixed tendons (MJCF ``<tendon><fixed>``), a ``JointFeedback`` law: a tendon's length is a
+    linear combination of joint coordinates, ``L = A q + offset`` (``coefficients`` ``A`` (nt,
+    nj); ``offset``: the locked joints' share), ``law(t, L, L_dot) -> f (nt,)`` its force (a
+    ``TendonSpring``, ``JointLimits`` and ``JointFriction`` of the length, or their
+    ``JointLaws``), and the joints take the torques (forces) ``A^T f``, which deliver the power
+    ``f . L_dot``."""
 
     coefficients: Float[Array, "nt nj"]
     offset: Float[Array, " nt"]
+    law: Callable
+
+    def __call__(self, t, q, qd):
+        A = self.coefficients.astype(q.dtype)
+        return A.T @ self.law(t, A @ q + self.offset.astype(q.dtype), A @ qd)
+
+
+class TendonSpring(eqx.Module):
+    """A tendon's spring and damper as MuJoCo applies them, a law of its length ``L`` and rate:
+    ``f = -stiffness (L - clip(L, lower, upper)) - damping L_dot`` (a spring about the rest
+    length ``lower = upper``, or idle within a dead band between them). Arrays ``(nt,)``,
+    leaves."""
+
     stiffness: Float[Array, " nt"]
     damping: Float[Array, " nt"]
     lower: Float[Array, " nt"]
     upper: Float[Array, " nt"]
 
-    def __call__(self, t, q, qd):
-        dtype = q.dtype
-        A = self.coefficients.astype(dtype)
-        length = A @ q + self.offset.astype(dtype)
+    def __call__(self, t, length, rate):
+        dtype = length.dtype
         stretch = length - jnp.clip(length, self.lower.astype(dtype), self.upper.astype(dtype))
-        f = -self.stiffness.astype(dtype) * stretch - self.damping.astype(dtype) * (A @ qd)
-        return A.T @ f
+        return -self.stiffness.astype(dtype) * stretch - self.damping.astype(dtype) * rate
 
 
 class JointLaws(eqx.Module):
@@ -632,7 +639,8 @@ __all__ = [
     "JointLaws",
     "JointLimits",
     "JointSpring",
-    "TendonSprings",
+    "TendonSpring",
+    "Tendons",
     "JointSpace",
     "LinearInterpolation",
     "ball_joint_quaternions",

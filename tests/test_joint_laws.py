@@ -3,7 +3,8 @@
 ``solreflimit``, a rotor that hits its limit against a high-accuracy scipy integration of the
 same law, and a pendulum against MuJoCo's own soft limit. Friction as a saturating damper
 (``JointFriction``): a block on an incline that creeps or slides as under MuJoCo's soft
-friction. Fixed tendons' springs and dampers (``TendonSprings``): against MuJoCo's RK4."""
+friction. Fixed tendons' springs and dampers (``Tendons``): against MuJoCo's RK4; their limits
+as the joints'."""
 
 import pathlib
 import warnings
@@ -17,7 +18,7 @@ from scipy.integrate import solve_ivp
 
 import difflie as dl
 from difflie.io import RobotModelWarning
-from difflie.joint_space import JointFriction, JointLimits, TendonSprings
+from difflie.joint_space import JointFriction, JointLimits, Tendons
 
 # A rotor about z (inertia 0.5 about the axis) spinning at 2 rad/s into its upper limit 0.5 rad;
 # no gravity. solreflimit (0.02 s, damping ratio 0.5): stiffness 0.5 / 0.01^2, damping 2 * 0.5 / 0.02.
@@ -117,14 +118,16 @@ def test_rotor_rebounds_from_its_limit_as_the_law_says(rotor_file):
     assert abs(q - q_ref) < 1.1e-5 and abs(qd - qd_ref) < 1e-4, (q - q_ref, qd - qd_ref)
 
 
-def pendulum_xml(tc, h):
+def pendulum_xml(tc, h, tendon=False):
     """A pendulum (1 kg at 0.5 m, inertia 0.27 about its hinge) released from the horizontal
     onto its upper limit 0.6 rad; MuJoCo's impedance near 1 (solimplimit), so that its soft
-    limit holds the reference acceleration ``-b q_dot - k p`` while it pushes."""
+    limit holds the reference acceleration ``-b q_dot - k p`` while it pushes. With ``tendon``,
+    the limit is that of a fixed tendon whose length is the hinge's angle."""
+    soft = f'limited="true" range="-1 0.6" solreflimit="{tc} 1" solimplimit="0.9999 0.9999 0.001 0.5 2"'
+    joint, tendon = ("", f'<tendon><fixed name="t" {soft}><joint joint="hinge" coef="1"/></fixed></tendon>') if tendon else (soft, "")
     return f"""<mujoco><compiler angle="radian"/><option timestep="{h}" integrator="RK4" gravity="0 0 -9.81"/>
-<worldbody><body name="link"><joint name="hinge" type="hinge" axis="0 1 0" limited="true" range="-1 0.6"
- solreflimit="{tc} 1" solimplimit="0.9999 0.9999 0.001 0.5 2"/>
-<inertial pos="0.5 0 0" mass="1" diaginertia="0.01 0.02 0.02"/></body></worldbody></mujoco>"""
+<worldbody><body name="link"><joint name="hinge" type="hinge" axis="0 1 0" {joint}/>
+<inertial pos="0.5 0 0" mass="1" diaginertia="0.01 0.02 0.02"/></body></worldbody>{tendon}</mujoco>"""
 
 
 def test_pendulum_on_its_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path):
@@ -132,14 +135,16 @@ def test_pendulum_on_its_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path
     pendulum into it; the spring-damper lets gravity compress it by ``m g L cos(0.6) /
     stiffness``, which is O(tc^2). Over 0.6 s (fall, rebound, rest) the largest gap between the
     two angles is 6.0e-3 rad at tc = 0.02 s and 2.0e-3 at 0.01 s (ratio 3.05), and at the end
-    difflie's angle lies that compression beyond MuJoCo's (0.996 and 0.999 of it)."""
+    difflie's angle lies that compression beyond MuJoCo's (0.996 and 0.999 of it). The same
+    limit on a fixed tendon that measures the hinge's angle gives the same motion in both
+    codes."""
     mujoco = pytest.importorskip("mujoco")
     h, t1 = 2e-4, 0.6
     saves = np.arange(0, int(round(t1 / h)) + 1, 50)
-    gaps, ends = [], []
-    for tc in (0.02, 0.01):
-        path = tmp_path / f"pendulum_{tc}.xml"
-        path.write_text(pendulum_xml(tc, h))
+    gaps, ends, runs = [], [], []
+    for tc, tendon in ((0.02, False), (0.01, False), (0.01, True)):
+        path = tmp_path / f"pendulum_{tc}_{tendon}.xml"
+        path.write_text(pendulum_xml(tc, h, tendon))
         mj = mujoco.MjModel.from_xml_path(str(path))
         data, q_mj = mujoco.MjData(mj), []
         for k in range(saves[-1] + 1):
@@ -152,8 +157,11 @@ def test_pendulum_on_its_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path
         gaps.append(np.max(np.abs(q - np.array(q_mj))))
         sag = 1.0 * 9.81 * 0.5 * np.cos(0.6) / (0.27 / tc**2)
         ends.append((q[-1] - q_mj[-1]) / sag)
+        runs.append((q, np.array(q_mj)))
     assert gaps[0] < 7e-3 and gaps[0] / gaps[1] > 2.5, gaps
     np.testing.assert_allclose(ends, 1.0, atol=0.01)
+    for a, b in zip(runs[1], runs[2]):  # the joint's limit and the tendon's, difflie then MuJoCo
+        np.testing.assert_allclose(a, b, atol=1e-8)
 
 
 @pytest.mark.slow
@@ -202,7 +210,8 @@ def test_block_creeps_and_slides_as_under_mujocos_friction(tmp_path):
     """Loaded below its friction (10 N) the block creeps as MuJoCo's does, at
     (1 - d) a0 / (d b) = 7.3221e-3 m/s (to 1e-9 relative), 7e-5 m ahead of it (MuJoCo's
     acceleration reaches the creep over 10 ms, the damper over 1 ms); loaded above (3 N) it
-    slides at 9.81 / sqrt 2 - 3 m/s^2 in both, 4e-4 m ahead (the damper first saturates)."""
+    slides at 9.81 / sqrt 2 - 3 m/s^2 in both, 4e-4 m ahead (the damper first saturates). The
+    same friction on a fixed tendon that measures the slide gives the same motion."""
     mujoco = pytest.importorskip("mujoco")
     h, saves = 2e-4, np.arange(0, 2501, 250)
     a0 = 9.81 / np.sqrt(2)
@@ -230,6 +239,11 @@ def test_block_creeps_and_slides_as_under_mujocos_friction(tmp_path):
         else:
             for xs in (x, np.array(x_mj)):
                 np.testing.assert_allclose(np.diff(xs[late], 2) / (250 * h) ** 2, a0 - friction, rtol=1e-9)
+    tendon = tmp_path / "block_tendon.xml"
+    tendon.write_text(block_xml(0.0, h).replace("</mujoco>", f'<tendon><fixed frictionloss="{friction}"><joint joint="slide" coef="1"/></fixed></tendon></mujoco>'))
+    model = dl.load_model(tendon, joint_friction=True)
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, saves[-1] * h, h, saveat=dl.SaveAt(ts=jnp.asarray(saves * h)))
+    np.testing.assert_allclose(np.asarray(dl.joint_coordinates(model, sol))[:, 0], x, atol=1e-10)
 
 
 def ball_xml(tc, h):
@@ -301,7 +315,7 @@ def test_fixed_tendon_follows_mujoco():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing left unmodelled
         model = dl.load_model(TENDON, joint_positions=q0)
-    assert isinstance(model.forces[-1].law, TendonSprings)
+    assert isinstance(model.forces[-1].law, Tendons)
     sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, t1, 1e-3, saveat=dl.SaveAt(ts=jnp.linspace(0.0, t1, len(q_mj))))
     assert np.abs(np.asarray(dl.joint_coordinates(model, sol)) - q_mj).max() < 1.2e-5
     locked = dl.load_model(TENDON, joint_positions=q0, locked_joints=["j3"]).forces[-1].law

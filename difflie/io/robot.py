@@ -42,10 +42,10 @@ From the compiled body tree:
   with ``joint_friction=True`` their ``frictionloss`` saturating dampers (``JointFriction``)
   that creep as MuJoCo's soft friction does;
 - the springs and dampers of fixed tendons (MJCF ``<tendon><fixed>``: a length that is a linear
-  combination of joint coordinates) act on their joints as MuJoCo applies them
-  (``TendonSprings``);
-- what is not modelled (joint limits and friction unless asked, contacts, spatial tendons and
-  the limits, friction and armature of fixed ones, the other equality
+  combination of joint coordinates) act on their joints as MuJoCo applies them (``Tendons``),
+  and with ``joint_limits`` / ``joint_friction`` their limits and friction as the joints';
+- what is not modelled (joint and tendon limits and friction unless asked, contacts, spatial
+  tendons and the armature of fixed ones, the other equality
   constraints such as URDF ``mimic``, inactive ones, actuators) is named in one
   ``RobotModelWarning``.
 
@@ -74,7 +74,7 @@ from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
 from ..joint_space import (BallJoints, BallLimits, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring,
-                           TendonSprings)
+                           Tendons, TendonSpring)
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
@@ -271,8 +271,10 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     fixed = [k for k in range(m.ntendon) if _is_fixed(m, k)]
     if m.ntendon - len(fixed):
         items.append(f"spatial tendons ({m.ntendon - len(fixed)})")
-    for what, n in (("tendon limits", sum(int(m.tendon_limited[k]) for k in fixed)),
-                    ("tendon friction", sum(int(m.tendon_frictionloss[k] > 0) for k in fixed)),
+    for what, n in (("tendon limits" + ("" if joint_limits else " (joint_limits=True enforces them)"),
+                     0 if joint_limits else sum(int(m.tendon_limited[k]) for k in fixed)),
+                    ("tendon friction" + ("" if joint_friction else " (joint_friction=True enforces it)"),
+                     0 if joint_friction else sum(int(m.tendon_frictionloss[k] > 0) for k in fixed)),
                     ("tendon armature", sum(int(m.tendon_armature[k] > 0) for k in fixed)),
                     ("nonlinear or plastic tendon springs", sum(int(np.any(m.tendon_stiffnesspoly[k] != 0) or np.any(m.tendon_dampingpoly[k] != 0)
                                                                    or m.tendon_plasticadr[k] >= 0) for k in fixed))):  # fmt: skip
@@ -662,7 +664,8 @@ def load_robot(
         laws.append(JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo]))))
     if any(ji["limits"] is not None for ji in jinfo):
         laws.append(_joint_limits(jinfo))
-    tendons = _fixed_tendons(m, jinfo, {k: q_of.get(k, float(m.qpos0[m.jnt_qposadr[m.joint(k).id]])) for k in locked})
+    welded = {k: q_of.get(k, float(m.qpos0[m.jnt_qposadr[m.joint(k).id]])) for k in locked}
+    tendons = _fixed_tendons(m, jinfo, welded, joint_limits, joint_friction)
     if tendons is not None:
         laws.append(tendons)
     if any(ji["friction"] is not None for ji in jinfo):
@@ -700,37 +703,45 @@ def load_robot(
     return model
 
 
+def _limit_law(solref, solimp, lower: float, upper: float, inertia: float) -> tuple[float, float, float, float, float]:
+    """A limit's range and the stiffness, damping and damping width of ``JointLimits``: from
+    its ``solref``, a time constant and damping ratio ``(tc, zeta)`` (or, both negative,
+    MuJoCo's direct ``(-k, -b)`` per unit inertia), at the ``inertia`` it moves, and the width of
+    its ``solimp``."""
+    tc, zeta = (float(x) for x in solref)
+    k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
+    return lower, upper, inertia * k, inertia * b, float(solimp[2])
+
+
+def _friction_law(friction: float, solref, solimp, inertia: float) -> tuple[float, float]:
+    """A ``frictionloss`` and the damping of ``JointFriction`` that creeps as fast as MuJoCo's
+    soft friction: ``I b d / (1 - d)``, ``b = 2 / (d_max tc)`` from its ``solref`` (or,
+    negative, ``-b`` itself) and ``d``, ``d_max`` its ``solimp``'s impedances at zero and full
+    width, at the ``inertia`` it moves."""
+    tc = float(solref[0])
+    d, d_max = (min(float(x), 0.9999) for x in solimp[:2])  # MuJoCo's own cap
+    b = -float(solref[1]) if tc <= 0 else 2.0 / (d_max * tc)
+    return friction, inertia * b * d / (1.0 - d)
+
+
 def _limits(m, j: int) -> tuple[float, float, float, float, float] | None:
-    """Joint ``j``'s range and the stiffness, damping and damping width of its limits
-    (``JointLimits``): from its ``solreflimit``, a time constant and damping ratio ``(tc,
-    zeta)`` (or, both negative, MuJoCo's direct ``(-k, -b)`` per unit inertia), at the joint's
+    """Joint ``j``'s ``_limit_law`` (its ``solreflimit``, ``solimplimit``, ``range``) at its
     inertia at the reference pose, ``1 / dof_invweight0`` (a ball's per unit inertia: its
-    ``BallLimits`` take the inertia about the axis it turns), and the width of its
-    ``solimplimit``. A ball's range is ``(0, largest angle)``. ``None`` for a joint without
-    limits."""
+    ``BallLimits`` take the inertia about the axis it turns; its range is ``(0, largest
+    angle)``). ``None`` for a joint without limits."""
     if not m.jnt_limited[j]:
         return None
-    dof = m.jnt_dofadr[j]
-    inertia = 1.0 if m.jnt_type[j] == _BALL else 1.0 / float(m.dof_invweight0[dof])
-    tc, zeta = (float(x) for x in m.jnt_solref[j])
-    k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
-    lower, upper = (float(x) for x in m.jnt_range[j])
-    return lower, upper, inertia * k, inertia * b, float(m.jnt_solimp[j][2])
+    inertia = 1.0 if m.jnt_type[j] == _BALL else 1.0 / float(m.dof_invweight0[m.jnt_dofadr[j]])
+    return _limit_law(m.jnt_solref[j], m.jnt_solimp[j], *(float(x) for x in m.jnt_range[j]), inertia)
 
 
 def _friction(m, j: int) -> tuple[float, float] | None:
-    """Joint ``j``'s ``frictionloss`` and the damping of ``JointFriction`` that creeps as fast
-    as MuJoCo's soft friction: ``I b d / (1 - d)``, ``b = 2 / (d_max tc)`` from its
-    ``solreffriction`` (or, negative, ``-b`` itself) and ``d``, ``d_max`` its
-    ``solimpfriction``'s impedances at zero and full width. ``None`` without friction."""
+    """Joint ``j``'s ``_friction_law`` (its ``frictionloss``, ``solreffriction``,
+    ``solimpfriction``) at ``1 / dof_invweight0``. ``None`` without friction."""
     dof = m.jnt_dofadr[j]
-    friction = float(m.dof_frictionloss[dof])
-    if friction <= 0:
+    if m.dof_frictionloss[dof] <= 0:
         return None
-    tc, _ = (float(x) for x in m.dof_solref[dof])
-    d, d_max = (min(float(x), 0.9999) for x in m.dof_solimp[dof][:2])  # MuJoCo's own cap
-    b = -float(m.dof_solref[dof][1]) if tc <= 0 else 2.0 / (d_max * tc)
-    return friction, b * d / (1.0 - d) / float(m.dof_invweight0[dof])
+    return _friction_law(float(m.dof_frictionloss[dof]), m.dof_solref[dof], m.dof_solimp[dof], 1.0 / float(m.dof_invweight0[dof]))
 
 
 def _is_fixed(m, k: int) -> bool:
@@ -739,12 +750,19 @@ def _is_fixed(m, k: int) -> bool:
     return bool(np.all(m.wrap_type[adr : adr + num] == _WRAP_JOINT))
 
 
-def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float]) -> TendonSprings | None:
-    """``TendonSprings`` of the fixed tendons with a spring or a damper (``None``: none): each
-    tendon's coefficients over the movable joints, the locked joints' share of its length at
-    the positions they are welded at (``locked``: name -> position)."""
+def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits: bool, joint_friction: bool) -> Tendons | None:
+    """``Tendons`` of the fixed tendons that act (``None``: none): each tendon's coefficients
+    over the movable joints and the locked joints' share of its length at the positions they
+    are welded at (``locked``: name -> position); their springs and dampers (``TendonSpring``),
+    and with ``joint_limits`` / ``joint_friction`` their limits and friction, as the joints'
+    (at the tendon's inertia ``1 / tendon_invweight0``)."""
     column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
-    rows = [k for k in range(m.ntendon) if _is_fixed(m, k) and (m.tendon_stiffness[k] > 0 or m.tendon_damping[k] > 0)]
+
+    def acts(k):
+        return (m.tendon_stiffness[k] > 0 or m.tendon_damping[k] > 0 or (joint_limits and m.tendon_limited[k])
+                or (joint_friction and m.tendon_frictionloss[k] > 0))  # fmt: skip
+
+    rows = [k for k in range(m.ntendon) if _is_fixed(m, k) and acts(k)]
     if not rows:
         return None
     A, offset = np.zeros((len(rows), len(jinfo))), np.zeros(len(rows))
@@ -755,8 +773,20 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float]) -> TendonSpri
                 A[r, column[j]] += coef
             else:  # a locked joint
                 offset[r] += coef * locked[m.joint(j).name]
-    lower, upper = (np.asarray(m.tendon_lengthspring[rows, i], float) for i in (0, 1))
-    return TendonSprings(*(jnp.asarray(x) for x in (A, offset, m.tendon_stiffness[rows], m.tendon_damping[rows], lower, upper)))
+    laws = [TendonSpring(*(jnp.asarray(np.asarray(x, float)) for x in (m.tendon_stiffness[rows], m.tendon_damping[rows],
+                                                                    m.tendon_lengthspring[rows, 0], m.tendon_lengthspring[rows, 1])))]  # fmt: skip
+    inertia = [1.0 / float(m.tendon_invweight0[k]) for k in rows]
+    if joint_limits and any(m.tendon_limited[k] for k in rows):
+        limited = tuple(bool(m.tendon_limited[k]) for k in rows)
+        values = [_limit_law(m.tendon_solref_lim[k], m.tendon_solimp_lim[k], *(float(x) for x in m.tendon_range[k]), i)
+                  if lim else (0.0, 0.0, 0.0, 0.0, 1.0) for k, i, lim in zip(rows, inertia, limited)]  # fmt: skip
+        laws.append(JointLimits(*(jnp.asarray(np.array(x)) for x in zip(*values)), revolute=(False,) * len(rows),
+                                has_lower=limited, has_upper=limited))  # fmt: skip
+    if joint_friction and any(m.tendon_frictionloss[k] > 0 for k in rows):
+        values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], i)
+                  for k, i in zip(rows, inertia)]  # fmt: skip
+        laws.append(JointFriction(*(jnp.asarray(np.array(x)) for x in zip(*values))))
+    return Tendons(jnp.asarray(A), jnp.asarray(offset), laws[0] if len(laws) == 1 else JointLaws(tuple(laws)))
 
 
 def _inverse_mass(m) -> np.ndarray:
