@@ -1,5 +1,5 @@
 """What joint limits cost: the Panda and the G1 of ``robots.py`` loaded without and with
-``joint_limits=True`` (``difflie.joint_space.JointLimits``), per step and to compile.
+``joint_limits=True`` (``difflie.joint_laws.JointLimits``), per step and to compile.
 
     python benchmarks/joint_laws.py [--robots panda g1] [--repeats 7]
 

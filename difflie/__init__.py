@@ -30,6 +30,7 @@ from . import (
     coords as coords,
     diagnostics as diagnostics,
     forces as forces,
+    joint_laws as joint_laws,
     kinematics as kinematics,
     lie as lie,
     models as models,

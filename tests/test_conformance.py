@@ -62,7 +62,7 @@ MODELS = {
     "balls": Case(lambda: _balls(), 1e-3, 10.0, "gen_alpha", slow=True),
     # a spatial loop closed by an MJCF connect, and a free body held by a weld
     "loop": Case(lambda: _robot_file("loop.xml"), 1e-3, 10.0, "gen_alpha", slow=True),
-    # joint limits as spring-dampers, friction and a tendon (difflie.joint_space.JointLimits,
+    # joint limits as spring-dampers, friction and a tendon (difflie.joint_laws.JointLimits,
     # BallLimits, JointFriction, Tendons): a hinge and a ball that start beyond their
     # limits, a slide pushed into its own against friction, a spring coupling the two
     "limits": Case(lambda: _limits(), 1e-3, 50.0, "gen_alpha", slow=True),

@@ -1,5 +1,5 @@
 """Joint limits, friction and fixed tendons of robot files. Limits as one-sided spring-dampers
-(``difflie.joint_space.JointLimits``): the law itself, the loader's stiffness from MuJoCo's
+(``difflie.joint_laws.JointLimits``): the law itself, the loader's stiffness from MuJoCo's
 ``solreflimit``, a rotor that hits its limit against a high-accuracy scipy integration of the
 same law, and a pendulum against MuJoCo's own soft limit. Friction as a saturating damper
 (``JointFriction``): a block on an incline that creeps or slides as under MuJoCo's soft
@@ -18,7 +18,7 @@ from scipy.integrate import solve_ivp
 
 import difflie as dl
 from difflie.io import RobotModelWarning
-from difflie.joint_space import JointFriction, JointLimits, Tendons
+from difflie.joint_laws import JointFriction, JointLimits, Tendons
 
 # A rotor about z (inertia 0.5 about the axis) spinning at 2 rad/s into its upper limit 0.5 rad;
 # no gravity. solreflimit (0.02 s, damping ratio 0.5): stiffness 0.5 / 0.01^2, damping 2 * 0.5 / 0.02.
@@ -261,7 +261,7 @@ def test_ball_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path):
     limit, swings back and bounces off the other side: the largest gap between difflie's and
     MuJoCo's centres of mass over 0.6 s falls from 6.9e-3 m at tc = 0.02 s to 2.9e-3 at 0.01 s
     (the stiffness about the ball's axis from MuJoCo's inverse mass matrix,
-    ``difflie.joint_space.BallLimits``). Turned out of its plane, the rod follows MuJoCo's to 7e-10 m
+    ``difflie.joint_laws.BallLimits``). Turned out of its plane, the rod follows MuJoCo's to 7e-10 m
     until it touches its limit (where the motion around the cone is too sensitive to the
     limit's softness for a closer comparison: 0.08 m between tc = 0.01 and 0.005 s, in both)."""
     mujoco = pytest.importorskip("mujoco")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "difflie"
 LAYERS = [
     ["lie", "xla"],
     ["results", "numerics", "expr"],
-    ["body", "forces", "hinges", "constraints", "coords.chart", "coords.local", "coords.euler_angles", "coords.euler_parameters",
+    ["body", "forces", "joint_laws", "hinges", "constraints", "coords.chart", "coords.local", "coords.euler_angles", "coords.euler_parameters",
      "coords.rotation_matrix", "coords.rotation_vector", "coords.rodrigues", "coords.wiener_milenkovic"],
     ["model"],
     ["kinematics", "eom", "models", "io", "constraints.world", "joint_space", "coords.absolute_model"],

@@ -256,7 +256,7 @@ def load_model(
     ``joint_torques`` ``{joint name: number, expression of t or function of t}`` or one function
     ``t -> (n_joints,)``; ``joint_feedback`` ``(t, q, qd) -> (n_joints,)``, torques from the
     joint state (a controller); ``joint_limits=True`` enforces the file's joint limits as
-    spring-dampers (``difflie.joint_space.JointLimits``) and ``joint_friction=True`` its joint
+    spring-dampers (``difflie.joint_laws.JointLimits``) and ``joint_friction=True`` its joint
     friction (``JointFriction``); ``base_pose`` / ``base_velocity`` of a floating base;
     ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
     ``joint_positions`` puts them).

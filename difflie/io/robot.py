@@ -73,8 +73,8 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_space import (BallJoints, BallLimits, JointFeedback, JointFriction, JointLaws, JointLimits, JointSpace, JointSpring,
-                           Tendons, TendonSpring)
+from ..joint_laws import BallLimits, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
+from ..joint_space import BallJoints, JointFeedback, JointSpace
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
@@ -372,11 +372,11 @@ def load_robot(
     ``joint_torques`` (a PD controller, gravity compensation; ``JointFeedback``).
     ``joint_limits``: ``True`` enforces the limits of hinges, slides and balls (MJCF ``range``
     of a limited joint, URDF ``<limit lower upper>``) as one-sided spring-dampers as soft as
-    MuJoCo's (``difflie.joint_space.JointLimits``, ``BallLimits``, from each joint's
+    MuJoCo's (``difflie.joint_laws.JointLimits``, ``BallLimits``, from each joint's
     ``solreflimit``); ``False`` (the
     default) leaves them out and names them in the warning. ``joint_friction``: ``True`` makes
     the ``frictionloss`` of hinges and slides (URDF ``<dynamics friction>``) dry friction that
-    creeps as MuJoCo's soft friction does (``difflie.joint_space.JointFriction``); ``False`` names
+    creeps as MuJoCo's soft friction does (``difflie.joint_laws.JointFriction``); ``False`` names
     it in the warning. ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
