@@ -7,6 +7,7 @@ friction. Fixed tendons' springs and dampers (``Tendons``): against MuJoCo's RK4
 as the joints'."""
 
 import pathlib
+import re
 import warnings
 
 import equinox as eqx
@@ -321,3 +322,23 @@ def test_fixed_tendon_follows_mujoco():
     locked = dl.load_model(TENDON, joint_positions=q0, locked_joints=["j3"]).forces[-1].law
     np.testing.assert_allclose(locked.offset, [2 * 0.05])
     np.testing.assert_allclose(locked.coefficients, [[1.0, -0.5]])
+
+
+@pytest.mark.parametrize(
+    "attributes, message",
+    [
+        ('limited="true" range="1 -1"', "range[0] should be smaller than range[1] in joint"),  # MuJoCo's compiler's
+        ('range="-1 1" solreflimit="0.02 0"', "joint 'h': its limit's solref (0.02, 0) has a time constant but no damping ratio > 0"),
+        ('range="-1 1" solreflimit="0 1"', "joint 'h': its limit's solref (0, 1) gives no stiffness > 0 and damping >= 0"),
+        ('frictionloss="1" solreffriction="-10 1"', "joint 'h': its friction's solref (-10, 1) gives no damping > 0"),
+    ],
+)
+def test_limits_and_friction_that_cannot_hold_are_refused(attributes, message, tmp_path):
+    """A softness without a positive stiffness (or with a negative damping) is refused when the
+    model is loaded, naming the joint (MuJoCo's compiler takes it); a reversed range, by
+    MuJoCo's compiler."""
+    path = tmp_path / "bad.xml"
+    path.write_text(f"""<mujoco><compiler angle="radian"/><worldbody><body name="b"><joint name="h" axis="0 0 1" {attributes}/>
+<inertial pos="0 0 0" mass="1" diaginertia="1 1 1"/></body></worldbody></mujoco>""")
+    with pytest.raises(dl.ModelFileError, match=re.escape(message)):
+        dl.load_model(path, joint_limits=True, joint_friction=True)

@@ -526,7 +526,7 @@ def load_robot(
                     qd=qd_of.get(name, np.zeros(3)), after=len(jinfo),
                     damping=float(m.dof_damping[m.jnt_dofadr[j]]), armature=float(m.dof_armature[m.jnt_dofadr[j]]),
                     stiffness=float(m.jnt_stiffness[j]), rest=_quat_matrix(m.qpos_spring[adr : adr + 4]),
-                    limits=_limits(m, j) if joint_limits else None,
+                    limits=_limits(m, j, path) if joint_limits else None,
                     inverse_inertia=inverse_mass[m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3, m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3]
                     if joint_limits and m.jnt_limited[j] else None,
                 )
@@ -543,8 +543,8 @@ def load_robot(
                     ref=float(m.qpos0[m.jnt_qposadr[j]]), damping=float(m.dof_damping[m.jnt_dofadr[j]]),
                     stiffness=float(m.jnt_stiffness[j]), spring=float(m.qpos_spring[m.jnt_qposadr[j]]),
                     armature=float(m.dof_armature[m.jnt_dofadr[j]]),
-                    limits=_limits(m, j) if joint_limits else None,
-                    friction=_friction(m, j) if joint_friction else None,
+                    limits=_limits(m, j, path) if joint_limits else None,
+                    friction=_friction(m, j, path) if joint_friction else None,
                     slot=0 if i == 0 else (2 if i == n - 1 else 1), group=len(jinfo) - i, size=n,
                 )
             )  # fmt: skip
@@ -665,7 +665,7 @@ def load_robot(
     if any(ji["limits"] is not None for ji in jinfo):
         laws.append(_joint_limits(jinfo))
     welded = {k: q_of.get(k, float(m.qpos0[m.jnt_qposadr[m.joint(k).id]])) for k in locked}
-    tendons = _fixed_tendons(m, jinfo, welded, joint_limits, joint_friction)
+    tendons = _fixed_tendons(m, jinfo, welded, joint_limits, joint_friction, path)
     if tendons is not None:
         laws.append(tendons)
     if any(ji["friction"] is not None for ji in jinfo):
@@ -703,28 +703,37 @@ def load_robot(
     return model
 
 
-def _limit_law(solref, solimp, lower: float, upper: float, inertia: float) -> tuple[float, float, float, float, float]:
+def _limit_law(solref, solimp, lower: float, upper: float, inertia: float, what: str) -> tuple[float, float, float, float, float]:
     """A limit's range and the stiffness, damping and damping width of ``JointLimits``: from
     its ``solref``, a time constant and damping ratio ``(tc, zeta)`` (or, both negative,
     MuJoCo's direct ``(-k, -b)`` per unit inertia), at the ``inertia`` it moves, and the width of
-    its ``solimp``."""
+    its ``solimp``. A softness without a positive stiffness and a damping >= 0 raises a
+    ``ModelFileError`` naming ``what`` (MuJoCo's compiler refuses reversed ranges itself)."""
     tc, zeta = (float(x) for x in solref)
+    if tc > 0 and zeta <= 0:
+        raise ModelFileError(f"{what}: its limit's solref ({tc:g}, {zeta:g}) has a time constant but no damping ratio > 0")
     k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
+    if not (k > 0 and b >= 0):
+        raise ModelFileError(f"{what}: its limit's solref ({tc:g}, {zeta:g}) gives no stiffness > 0 and damping >= 0 "
+                             "(a time constant and damping ratio > 0, or both negative: -stiffness, -damping)")  # fmt: skip
     return lower, upper, inertia * k, inertia * b, float(solimp[2])
 
 
-def _friction_law(friction: float, solref, solimp, inertia: float) -> tuple[float, float]:
+def _friction_law(friction: float, solref, solimp, inertia: float, what: str) -> tuple[float, float]:
     """A ``frictionloss`` and the damping of ``JointFriction`` that creeps as fast as MuJoCo's
     soft friction: ``I b d / (1 - d)``, ``b = 2 / (d_max tc)`` from its ``solref`` (or,
     negative, ``-b`` itself) and ``d``, ``d_max`` its ``solimp``'s impedances at zero and full
-    width, at the ``inertia`` it moves."""
+    width, at the ``inertia`` it moves. A ``solref`` that gives no damping > 0 raises a
+    ``ModelFileError`` naming ``what``."""
     tc = float(solref[0])
     d, d_max = (min(float(x), 0.9999) for x in solimp[:2])  # MuJoCo's own cap
     b = -float(solref[1]) if tc <= 0 else 2.0 / (d_max * tc)
+    if not b > 0:
+        raise ModelFileError(f"{what}: its friction's solref ({tc:g}, {float(solref[1]):g}) gives no damping > 0")
     return friction, inertia * b * d / (1.0 - d)
 
 
-def _limits(m, j: int) -> tuple[float, float, float, float, float] | None:
+def _limits(m, j: int, path: str) -> tuple[float, float, float, float, float] | None:
     """Joint ``j``'s ``_limit_law`` (its ``solreflimit``, ``solimplimit``, ``range``) at its
     inertia at the reference pose, ``1 / dof_invweight0`` (a ball's per unit inertia: its
     ``BallLimits`` take the inertia about the axis it turns; its range is ``(0, largest
@@ -732,16 +741,17 @@ def _limits(m, j: int) -> tuple[float, float, float, float, float] | None:
     if not m.jnt_limited[j]:
         return None
     inertia = 1.0 if m.jnt_type[j] == _BALL else 1.0 / float(m.dof_invweight0[m.jnt_dofadr[j]])
-    return _limit_law(m.jnt_solref[j], m.jnt_solimp[j], *(float(x) for x in m.jnt_range[j]), inertia)
+    return _limit_law(m.jnt_solref[j], m.jnt_solimp[j], *(float(x) for x in m.jnt_range[j]), inertia, f"{path}: joint {m.joint(j).name!r}")
 
 
-def _friction(m, j: int) -> tuple[float, float] | None:
+def _friction(m, j: int, path: str) -> tuple[float, float] | None:
     """Joint ``j``'s ``_friction_law`` (its ``frictionloss``, ``solreffriction``,
     ``solimpfriction``) at ``1 / dof_invweight0``. ``None`` without friction."""
     dof = m.jnt_dofadr[j]
     if m.dof_frictionloss[dof] <= 0:
         return None
-    return _friction_law(float(m.dof_frictionloss[dof]), m.dof_solref[dof], m.dof_solimp[dof], 1.0 / float(m.dof_invweight0[dof]))
+    return _friction_law(float(m.dof_frictionloss[dof]), m.dof_solref[dof], m.dof_solimp[dof], 1.0 / float(m.dof_invweight0[dof]),
+                         f"{path}: joint {m.joint(j).name!r}")  # fmt: skip
 
 
 def _is_fixed(m, k: int) -> bool:
@@ -750,7 +760,7 @@ def _is_fixed(m, k: int) -> bool:
     return bool(np.all(m.wrap_type[adr : adr + num] == _WRAP_JOINT))
 
 
-def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits: bool, joint_friction: bool) -> Tendons | None:
+def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits: bool, joint_friction: bool, path: str) -> Tendons | None:
     """``Tendons`` of the fixed tendons that act (``None``: none): each tendon's coefficients
     over the movable joints and the locked joints' share of its length at the positions they
     are welded at (``locked``: name -> position); their springs and dampers (``TendonSpring``),
@@ -778,13 +788,14 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
     inertia = [1.0 / float(m.tendon_invweight0[k]) for k in rows]
     if joint_limits and any(m.tendon_limited[k] for k in rows):
         limited = tuple(bool(m.tendon_limited[k]) for k in rows)
-        values = [_limit_law(m.tendon_solref_lim[k], m.tendon_solimp_lim[k], *(float(x) for x in m.tendon_range[k]), i)
-                  if lim else (0.0, 0.0, 0.0, 0.0, 1.0) for k, i, lim in zip(rows, inertia, limited)]  # fmt: skip
+        values = [_limit_law(m.tendon_solref_lim[k], m.tendon_solimp_lim[k], *(float(x) for x in m.tendon_range[k]), i,
+                             f"{path}: tendon {m.tendon(k).name or k!r}") if lim else (0.0, 0.0, 0.0, 0.0, 1.0)
+                  for k, i, lim in zip(rows, inertia, limited)]  # fmt: skip
         laws.append(JointLimits(*(jnp.asarray(np.array(x)) for x in zip(*values)), revolute=(False,) * len(rows),
                                 has_lower=limited, has_upper=limited))  # fmt: skip
     if joint_friction and any(m.tendon_frictionloss[k] > 0 for k in rows):
-        values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], i)
-                  for k, i in zip(rows, inertia)]  # fmt: skip
+        values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], i,
+                                f"{path}: tendon {m.tendon(k).name or k!r}") for k, i in zip(rows, inertia)]  # fmt: skip
         laws.append(JointFriction(*(jnp.asarray(np.array(x)) for x in zip(*values))))
     return Tendons(jnp.asarray(A), jnp.asarray(offset), laws[0] if len(laws) == 1 else JointLaws(tuple(laws)))
 
