@@ -21,6 +21,25 @@ import difflie as dl
 from difflie.io import RobotModelWarning
 from difflie.joint_laws import JointFriction, JointLimits, Tendons
 
+def mujoco_rollout(mj, steps: int, every: int, qpos=None, qvel=None, read=lambda m, d: d.qpos.copy()) -> np.ndarray:
+    """MuJoCo's own run of the model ``mj`` (its integrator and timestep) from ``qpos``,
+    ``qvel`` (default: its reference, at rest) over ``steps`` steps, ``read(m, d)`` every
+    ``every`` steps from the first."""
+    import mujoco
+
+    data, out = mujoco.MjData(mj), []
+    if qpos is not None:
+        data.qpos[:] = qpos
+    if qvel is not None:
+        data.qvel[:] = qvel
+    for k in range(steps + 1):
+        if k % every == 0:
+            mujoco.mj_forward(mj, data)
+            out.append(read(mj, data))
+        mujoco.mj_step(mj, data)
+    return np.array(out)
+
+
 # A rotor about z (inertia 0.5 about the axis) spinning at 2 rad/s into its upper limit 0.5 rad;
 # no gravity. solreflimit (0.02 s, damping ratio 0.5): stiffness 0.5 / 0.01^2, damping 2 * 0.5 / 0.02.
 ROTOR = """<mujoco><compiler angle="radian"/><option gravity="0 0 0"/><worldbody><body name="rotor">
@@ -146,19 +165,14 @@ def test_pendulum_on_its_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path
     for tc, tendon in ((0.02, False), (0.01, False), (0.01, True)):
         path = tmp_path / f"pendulum_{tc}_{tendon}.xml"
         path.write_text(pendulum_xml(tc, h, tendon))
-        mj = mujoco.MjModel.from_xml_path(str(path))
-        data, q_mj = mujoco.MjData(mj), []
-        for k in range(saves[-1] + 1):
-            if k % 50 == 0:
-                q_mj.append(float(data.qpos[0]))
-            mujoco.mj_step(mj, data)
+        q_mj = mujoco_rollout(mujoco.MjModel.from_xml_path(str(path)), saves[-1], 50)[:, 0]
         model = dl.load_model(path, joint_limits=True)
         sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, t1, h, saveat=dl.SaveAt(ts=jnp.asarray(saves * h)))
         q = np.asarray(dl.joint_coordinates(model, sol))[:, 0]
-        gaps.append(np.max(np.abs(q - np.array(q_mj))))
+        gaps.append(np.max(np.abs(q - q_mj)))
         sag = 1.0 * 9.81 * 0.5 * np.cos(0.6) / (0.27 / tc**2)
         ends.append((q[-1] - q_mj[-1]) / sag)
-        runs.append((q, np.array(q_mj)))
+        runs.append((q, q_mj))
     assert gaps[0] < 7e-3 and gaps[0] / gaps[1] > 2.5, gaps
     np.testing.assert_allclose(ends, 1.0, atol=0.01)
     for a, b in zip(runs[1], runs[2]):  # the joint's limit and the tendon's, difflie then MuJoCo
@@ -219,12 +233,7 @@ def test_block_creeps_and_slides_as_under_mujocos_friction(tmp_path):
     for friction, gap in ((10.0, 1e-4), (3.0, 6e-4)):
         path = tmp_path / f"block_{friction}.xml"
         path.write_text(block_xml(friction, h))
-        mj = mujoco.MjModel.from_xml_path(str(path))
-        data, x_mj = mujoco.MjData(mj), []
-        for k in range(saves[-1] + 1):
-            if k % 250 == 0:
-                x_mj.append(float(data.qpos[0]))
-            mujoco.mj_step(mj, data)
+        x_mj = mujoco_rollout(mujoco.MjModel.from_xml_path(str(path)), saves[-1], 250)[:, 0]
         with pytest.warns(RobotModelWarning, match=r"joint friction \(1 joint; joint_friction=True enforces it\)"):
             dl.load_model(path)
         model = dl.load_model(path, joint_friction=True)
@@ -235,10 +244,10 @@ def test_block_creeps_and_slides_as_under_mujocos_friction(tmp_path):
         late = slice(5, None)  # t = 0.25 ... 0.5 s
         if friction > a0:
             creep = (1 - 0.9) * a0 / (0.9 * 2 / (0.95 * 0.02))
-            for xs in (x, np.array(x_mj)):
+            for xs in (x, x_mj):
                 np.testing.assert_allclose(np.diff(xs[late]) / (250 * h), creep, rtol=1e-9)
         else:
-            for xs in (x, np.array(x_mj)):
+            for xs in (x, x_mj):
                 np.testing.assert_allclose(np.diff(xs[late], 2) / (250 * h) ** 2, a0 - friction, rtol=1e-9)
     tendon = tmp_path / "block_tendon.xml"
     tendon.write_text(block_xml(0.0, h).replace("</mujoco>", f'<tendon><fixed frictionloss="{friction}"><joint joint="slide" coef="1"/></fixed></tendon></mujoco>'))
@@ -272,18 +281,12 @@ def test_ball_limit_approaches_mujocos_as_the_limit_stiffens(tmp_path):
     for tc, w0 in ((0.02, [3.0, 0.0, 0.0]), (0.01, [3.0, 0.0, 0.0]), (0.01, [2.0, 3.0, 0.5])):
         path = tmp_path / "ball.xml"
         path.write_text(ball_xml(tc, h))
-        mj = mujoco.MjModel.from_xml_path(str(path))
-        data, x_mj = mujoco.MjData(mj), []
-        data.qpos[:], data.qvel[:] = q0, w0
-        for k in range(int(round(t1 / h)) + 1):
-            if k % every == 0:
-                mujoco.mj_forward(mj, data)
-                x_mj.append(data.xipos[1].copy())
-            mujoco.mj_step(mj, data)
+        x_mj = mujoco_rollout(mujoco.MjModel.from_xml_path(str(path)), int(round(t1 / h)), every, q0, w0,
+                              read=lambda m, d: d.xipos[1].copy())  # fmt: skip
         model = dl.load_model(path, joint_limits=True, joint_positions={"ball": q0}, joint_velocities={"ball": w0})
         ts = jnp.arange(len(x_mj)) * every * h
         sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, t1, h, saveat=dl.SaveAt(ts=ts))
-        gaps.append(np.max(np.abs(np.asarray(sol.position)[:, 0] - np.array(x_mj)), axis=-1))
+        gaps.append(np.max(np.abs(np.asarray(sol.position)[:, 0] - x_mj), axis=-1))
     assert gaps[0].max() < 8e-3 and gaps[0].max() / gaps[1].max() > 2.0, (gaps[0].max(), gaps[1].max())
     assert gaps[2][:4].max() < 1e-8, gaps[2][:4]  # up to 0.03 s, before the limit (the methods' own errors)
 
@@ -300,19 +303,9 @@ def test_fixed_tendon_follows_mujoco():
     mujoco = pytest.importorskip("mujoco")
     q0, t1 = {"j1": 0.3, "j2": -0.5, "j3": 0.05}, 0.3
     mj = mujoco.MjModel.from_xml_path(TENDON)
-
-    def mujoco_run():
-        data, qs = mujoco.MjData(mj), []
-        data.qpos[:] = list(q0.values())
-        for k in range(int(round(t1 / 1e-4)) + 1):
-            if k % 500 == 0:
-                qs.append(data.qpos.copy())
-            mujoco.mj_step(mj, data)
-        return np.array(qs)
-
-    q_mj = mujoco_run()
+    q_mj = mujoco_rollout(mj, int(round(t1 / 1e-4)), 500, list(q0.values()))
     mj.tendon_stiffness[:], mj.tendon_damping[:] = 0.0, 0.0
-    assert np.abs(mujoco_run() - q_mj).max() > 0.05  # the tendon matters
+    assert np.abs(mujoco_rollout(mj, int(round(t1 / 1e-4)), 500, list(q0.values())) - q_mj).max() > 0.05  # the tendon matters
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing left unmodelled
         model = dl.load_model(TENDON, joint_positions=q0)
