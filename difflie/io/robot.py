@@ -656,7 +656,7 @@ def load_robot(
         hinges=geometry["hinges"],
         balls=_ball_joints(binfo),
     )
-    laws = []  # of the joint state: a controller, springs, limits (one element reads the state for all)
+    laws = []  # of the joint state: a controller, springs, limits, tendons, friction (one element reads it for all)
     if joint_feedback is not None:
         laws.append(_feedback_law(joint_feedback, len(jinfo)))
     stiffness = np.array([ji["stiffness"] for ji in jinfo])
