@@ -663,14 +663,13 @@ def load_robot(
     if np.any(stiffness != 0):
         laws.append(JointSpring(jnp.asarray(stiffness), jnp.asarray(np.array([ji["spring"] for ji in jinfo]))))
     if any(ji["limits"] is not None for ji in jinfo):
-        laws.append(_joint_limits(jinfo))
-    welded = {k: q_of.get(k, float(m.qpos0[m.jnt_qposadr[m.joint(k).id]])) for k in locked}
+        laws.append(_stacked_limits([ji["limits"] for ji in jinfo], [not ji["prismatic"] for ji in jinfo]))
+    welded = {k: q_of.get(k, float(m.qpos0[m.jnt_qposadr[m.joint(k).id]])) for k in locked if k in movable_names}
     tendons = _fixed_tendons(m, jinfo, welded, joint_limits, joint_friction, path)
     if tendons is not None:
         laws.append(tendons)
     if any(ji["friction"] is not None for ji in jinfo):
-        friction, damping = (jnp.asarray(np.array(x)) for x in zip(*(ji["friction"] or (0.0, 0.0) for ji in jinfo)))
-        laws.append(JointFriction(friction, damping))
+        laws.append(_stacked_friction([ji["friction"] for ji in jinfo]))
     if laws:
         law = laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
         forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
@@ -787,16 +786,14 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
                                                                     m.tendon_lengthspring[rows, 0], m.tendon_lengthspring[rows, 1])))]  # fmt: skip
     inertia = [1.0 / float(m.tendon_invweight0[k]) for k in rows]
     if joint_limits and any(m.tendon_limited[k] for k in rows):
-        limited = tuple(bool(m.tendon_limited[k]) for k in rows)
         values = [_limit_law(m.tendon_solref_lim[k], m.tendon_solimp_lim[k], *(float(x) for x in m.tendon_range[k]), i,
-                             f"{path}: tendon {m.tendon(k).name or k!r}") if lim else (0.0, 0.0, 0.0, 0.0, 1.0)
-                  for k, i, lim in zip(rows, inertia, limited)]  # fmt: skip
-        laws.append(JointLimits(*(jnp.asarray(np.array(x)) for x in zip(*values)), revolute=(False,) * len(rows),
-                                has_lower=limited, has_upper=limited))  # fmt: skip
+                             f"{path}: tendon {m.tendon(k).name or k!r}") if m.tendon_limited[k] else None
+                  for k, i in zip(rows, inertia)]  # fmt: skip
+        laws.append(_stacked_limits(values, [False] * len(rows)))
     if joint_friction and any(m.tendon_frictionloss[k] > 0 for k in rows):
         values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], i,
                                 f"{path}: tendon {m.tendon(k).name or k!r}") for k, i in zip(rows, inertia)]  # fmt: skip
-        laws.append(JointFriction(*(jnp.asarray(np.array(x)) for x in zip(*values))))
+        laws.append(_stacked_friction(values))
     return Tendons(jnp.asarray(A), jnp.asarray(offset), laws[0] if len(laws) == 1 else JointLaws(tuple(laws)))
 
 
@@ -812,13 +809,19 @@ def _inverse_mass(m) -> np.ndarray:
     return np.linalg.inv(dense)
 
 
-def _joint_limits(jinfo: list[dict]) -> JointLimits:
-    """``JointLimits`` of the joints in ``jinfo`` (those without limits read none)."""
-    none = (0.0, 0.0, 0.0, 0.0, 1.0)
-    lower, upper, k, b, width = (jnp.asarray(np.array(x)) for x in zip(*(ji["limits"] or none for ji in jinfo)))
-    limited = tuple(ji["limits"] is not None for ji in jinfo)
-    return JointLimits(lower, upper, k, b, width, revolute=tuple(not ji["prismatic"] for ji in jinfo),
-                       has_lower=limited, has_upper=limited)  # fmt: skip
+def _stacked_limits(values: list, revolute: list[bool], one_sided: bool = False) -> JointLimits:
+    """``JointLimits`` of one ``_limit_law`` per joint, tendon or ball (``None``: no limits);
+    ``one_sided``: upper limits only (a ball's largest angle)."""
+    limited = tuple(v is not None for v in values)
+    lower, upper, k, b, width = (jnp.asarray(np.array(x)) for x in zip(*(v or (0.0, 0.0, 0.0, 0.0, 1.0) for v in values)))
+    return JointLimits(lower, upper, k, b, width, revolute=tuple(revolute), has_lower=tuple(x and not one_sided for x in limited),
+                       has_upper=limited)  # fmt: skip
+
+
+def _stacked_friction(values: list) -> JointFriction:
+    """``JointFriction`` of one ``_friction_law`` per joint or tendon (``None``: none)."""
+    friction, damping = (jnp.asarray(np.array(x)) for x in zip(*(v or (0.0, 0.0) for v in values)))
+    return JointFriction(friction, damping)
 
 
 def _ball_value(value, what: str, size: int) -> np.ndarray:
@@ -873,9 +876,7 @@ def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
         out.append(JointInertia(JointForce(**joints), inertia))
     limited = [bi for bi in binfo if bi["limits"] is not None]
     if limited:
-        _, upper, k, b, width = (jnp.asarray(np.array(x)) for x in zip(*(bi["limits"] for bi in limited)))
-        one_sided = dict(revolute=(False,) * len(limited), has_lower=(False,) * len(limited), has_upper=(True,) * len(limited))
-        law = JointLimits(jnp.zeros_like(upper), upper, k, b, width, **one_sided)
+        law = _stacked_limits([bi["limits"] for bi in limited], [False] * len(limited), one_sided=True)
         out.append(BallLimits(tuple(bi["parent"] for bi in limited), tuple(bi["child"] for bi in limited),
                               _stacked(limited, "C"), _stacked(limited, "inverse_inertia"), law))  # fmt: skip
     sprung = [bi for bi in binfo if bi["stiffness"] != 0]
