@@ -84,7 +84,7 @@ def load(args):
 
 ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
                  "joint_torques": "--joint-torques", "locked_joints": "--lock", "floating_base": "--floating-base",
-                 "joint_limits": "--joint-limits", "joint_friction": "--joint-friction"}  # fmt: skip
+                 "joint_limits": "--joint-limits", "joint_friction": "--joint-friction", "joint_couplings": "--joint-couplings"}  # fmt: skip
 
 
 def robot_options(args) -> dict[str, object]:
@@ -628,6 +628,9 @@ def _model_options(s: argparse.ArgumentParser) -> None:
     r.add_argument("--joint-friction", action="store_true", default=None,
                    help="make the joints' frictionloss dry friction that creeps as MuJoCo's soft friction does "
                         "(default: not modelled, named in the warning)")
+    r.add_argument("--joint-couplings", action="store_true", default=None,
+                   help="hold the file's joint couplings (URDF mimic, MJCF joint equalities) as softly as MuJoCo "
+                        "does (default: not modelled, named in the warning)")
     r.add_argument("--floating-base", action=argparse.BooleanOptionalAction, default=None,
                    help="free the root link; --no-floating-base fixes it where it starts (default: as the "
                         "file has it: an MJCF free joint floats, a URDF root is fixed)")

@@ -6,6 +6,13 @@ opposite on each joint's two bodies), and the limits of ball joints (``BallLimit
 ``frictionloss`` and fixed tendons, with the softness of MuJoCo's constraints (Todorov 2014)
 where MuJoCo makes a limit or friction a soft constraint; every array is a pytree leaf (to
 differentiate, to identify).
+
+A law says which joints it couples (``coupled_joints``): groups of joints whose torques may
+depend on each other's coordinates and rates, ``()`` when each joint's torque reads its own
+state only, ``None`` (or no such method: any law of the user's) for all of them. The implicit
+solvers' iteration matrices follow the bodies these couplings join
+(``JointFeedback.coupling``); a coupling left out there would give a wrong matrix (Newton
+slowed to linear convergence, gradients through the implicit function theorem off).
 """
 
 from __future__ import annotations
@@ -31,6 +38,27 @@ class JointSpring(eqx.Module):
 
     def __call__(self, t, q, qd):
         return -self.stiffness.astype(q.dtype) * (q - self.rest.astype(q.dtype))
+
+    def coupled_joints(self) -> tuple:
+        return ()
+
+
+class JointPD(eqx.Module):
+    """A joint-space PD controller ``u = kp (target - q) - kd q_dot``, a ``JointFeedback`` law
+    (``load_model(..., joint_feedback=JointPD(kp, kd, target))``); each joint reads its own
+    state, so the step keeps its block structure. Gains and target (scalars or ``(nj,)``) are
+    leaves: to differentiate, to tune by gradient."""
+
+    kp: Float[Array, "*nj"]
+    kd: Float[Array, "*nj"]
+    target: Float[Array, "*nj"]
+
+    def __call__(self, t, q, qd):
+        dtype = q.dtype
+        return self.kp.astype(dtype) * (self.target.astype(dtype) - q) - self.kd.astype(dtype) * qd
+
+    def coupled_joints(self) -> tuple:
+        return ()
 
 
 class JointLimits(eqx.Module):
@@ -77,6 +105,9 @@ class JointLimits(eqx.Module):
         ramp = jnp.minimum(jnp.abs(p) / self.width.astype(dtype), 1.0)
         u = -self.stiffness.astype(dtype) * p - self.damping.astype(dtype) * ramp * qd
         return jnp.where(above, jnp.minimum(u, 0.0), jnp.where(below, jnp.maximum(u, 0.0), 0.0))
+
+    def coupled_joints(self) -> tuple:
+        return ()
 
 
 class BallLimits(AbstractForce):
@@ -141,6 +172,9 @@ class JointFriction(eqx.Module):
         friction = self.friction.astype(qd.dtype)
         return -jnp.clip(self.damping.astype(qd.dtype) * qd, -friction, friction)
 
+    def coupled_joints(self) -> tuple:
+        return ()
+
 
 class Tendons(eqx.Module):
     """Fixed tendons (MJCF ``<tendon><fixed>``), a ``JointFeedback`` law: a tendon's length is a
@@ -148,15 +182,27 @@ class Tendons(eqx.Module):
     nj); ``offset``: the locked joints' share), ``law(t, L, L_dot) -> f (nt,)`` its force (a
     ``TendonSpring``, ``JointLimits`` and ``JointFriction`` of the length, or their
     ``JointLaws``), and the joints take the torques (forces) ``A^T f``, which deliver the power
-    ``f . L_dot``."""
+    ``f . L_dot``. ``joints`` (static) holds the joints of each tendon, the nonzero entries of
+    its row of ``A`` when the tendons are made."""
 
     coefficients: Float[Array, "nt nj"]
     offset: Float[Array, " nt"]
     law: Callable
+    joints: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+
+    def __init__(self, coefficients, offset, law):
+        self.coefficients, self.offset, self.law = coefficients, offset, law
+        self.joints = tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in np.asarray(coefficients) != 0)
 
     def __call__(self, t, q, qd):
         A = self.coefficients.astype(q.dtype)
         return A.T @ self.law(t, A @ q + self.offset.astype(q.dtype), A @ qd)
+
+    def coupled_joints(self) -> tuple[tuple[int, ...], ...]:
+        """The joints of each tendon; of all tendons together where the law couples tendons."""
+        if coupled_joints(self.law) == ():
+            return self.joints
+        return (tuple(sorted({k for g in self.joints for k in g})),)
 
 
 class TendonSpring(eqx.Module):
@@ -175,6 +221,76 @@ class TendonSpring(eqx.Module):
         stretch = length - jnp.clip(length, self.lower.astype(dtype), self.upper.astype(dtype))
         return -self.stiffness.astype(dtype) * stretch - self.damping.astype(dtype) * rate
 
+    def coupled_joints(self) -> tuple:
+        return ()
+
+
+class JointCouplings(eqx.Module):
+    """Couplings of joint coordinates (MJCF ``<equality><joint>``, URDF ``<mimic>``), held as
+    softly as MuJoCo holds them, a ``JointFeedback`` law. Coupling ``k`` makes joint ``f =
+    follower[k]`` follow joint ``l = leader[k]`` (``-1``: none, a constant) by the polynomial
+    ``p`` of ``polynomial[k]`` (MuJoCo's ``polycoef``; a URDF mimic's ``offset`` and
+    ``multiplier`` are its first two), from the reference positions ``(q_f0, q_l0)`` =
+    ``reference[k]``:
+
+        e = (q_f - q_f0) - p(q_l - q_l0),    e_dot = q_dot_f - p'(q_l - q_l0) q_dot_l,
+
+        F = -I d / (1 - d) (k d e + b e_dot),
+
+    on the follower, and ``-p' F`` on the leader (the two deliver the power ``F e_dot``).
+    ``d = d(|e|)`` is MuJoCo's impedance (``impedance[k]``: its ``solimp``, ``d0``, ``d_max``,
+    width, midpoint, power), ``k = 1 / (d_max tc zeta)^2`` and ``b = 2 / (d_max tc)`` per unit
+    inertia from the ``solref`` ``(tc, zeta)`` (or, negative, ``k = -tc / d_max^2``, ``b = -zeta
+    / d_max``: MuJoCo's direct stiffness and damping), and ``I`` the inertia MuJoCo gives the
+    constraint (``1 / efc_diagA`` at the reference pose); ``stiffness = I k`` and ``damping = I
+    b``. MuJoCo makes the coupling's error accelerate as ``(1 - d) a0 + d a_ref`` (``a0``: free
+    of it; ``a_ref = -b e_dot - k d e``; Todorov 2014); this force gives the same error under a
+    steady load and the same creep, and settles its transients faster (no added inertia along
+    the coupling). All arrays are leaves."""
+
+    reference: Float[Array, "n 2"]
+    polynomial: Float[Array, "n 5"]
+    stiffness: Float[Array, " n"]
+    damping: Float[Array, " n"]
+    impedance: Float[Array, "n 5"]
+    follower: tuple[int, ...] = eqx.field(static=True)
+    leader: tuple[int, ...] = eqx.field(static=True)
+
+    def __call__(self, t, q, qd):
+        dtype, nj = q.dtype, q.shape[0]
+        f, l = np.asarray(self.follower), np.asarray(self.leader)
+        led = l >= 0
+        onehot = lambda idx, on: jnp.asarray(np.eye(nj)[np.maximum(idx, 0)] * on[:, None], dtype)  # noqa: E731
+        P_f, P_l = onehot(f, np.ones(f.shape, bool)), onehot(l, led)
+        ref, c = self.reference.astype(dtype), self.polynomial.astype(dtype)
+        x = jnp.where(led, P_l @ q - ref[:, 1], 0.0)
+        powers = x[:, None] ** np.arange(5)  # 1, x, ..., x^4
+        slope = jnp.sum(c[:, 1:] * np.arange(1, 5) * powers[:, :4], axis=1)
+        e = P_f @ q - ref[:, 0] - jnp.sum(c * powers, axis=1)
+        e_dot = P_f @ qd - slope * (P_l @ qd)
+        d = impedance(jnp.abs(e), self.impedance.astype(dtype))
+        F = -d / (1.0 - d) * (self.stiffness.astype(dtype) * d * e + self.damping.astype(dtype) * e_dot)
+        return P_f.T @ F - P_l.T @ (slope * F)
+
+    def coupled_joints(self) -> tuple[tuple[int, ...], ...]:
+        return tuple((f, l) for f, l in zip(self.follower, self.leader) if l >= 0)
+
+
+def impedance(x: Float[Array, " n"], solimp: Float[Array, "n 5"]) -> Float[Array, " n"]:
+    """MuJoCo's impedance ``d(x)`` of a constraint violated by ``x >= 0`` (``solimp``: ``d0``,
+    ``d_max``, width, midpoint, power): ``d0 + y (d_max - d0)``, where ``y`` rises from 0 to 1
+    over the width along two power curves that meet at the midpoint; ``(d0 + d_max) / 2`` where
+    ``d0 = d_max`` or the width is zero."""
+    d0, dmax, width, mid, power = (solimp[:, k] for k in range(5))
+    flat = (d0 == dmax) | (width <= 0)
+    r = jnp.clip(x / jnp.where(flat, 1.0, width), 0.0, 1.0)
+    mid = jnp.clip(mid, 1e-4, 1.0 - 1e-4)
+    low = r <= mid
+    base = jnp.where(low, r, 1.0 - r)  # the distance from the curve's end, in [0, 1]
+    curve = jnp.where(base > 0, jnp.where(base > 0, base, 1.0) ** power, 0.0) / jnp.where(low, mid, 1.0 - mid) ** (power - 1)
+    y = jnp.where(low, curve, 1.0 - curve)
+    return jnp.where(flat, 0.5 * (d0 + dmax), d0 + y * (dmax - d0))
+
 
 class JointLaws(eqx.Module):
     """The sum of ``JointFeedback`` laws ``(t, q, qd) -> (nj,)``: one element reads the joint
@@ -185,5 +301,16 @@ class JointLaws(eqx.Module):
     def __call__(self, t, q, qd):
         return sum(law(t, q, qd) for law in self.laws)
 
+    def coupled_joints(self) -> tuple[tuple[int, ...], ...] | None:
+        groups = [coupled_joints(law) for law in self.laws]
+        return None if any(g is None for g in groups) else tuple(g for gs in groups for g in gs)
 
-__all__ = ["BallLimits", "JointFriction", "JointLaws", "JointLimits", "JointSpring", "TendonSpring", "Tendons"]
+
+def coupled_joints(law) -> tuple[tuple[int, ...], ...] | None:
+    """The groups of joints ``law`` couples (module docstring): its ``coupled_joints()``,
+    ``None`` (all joints) for a law that does not say."""
+    method = getattr(law, "coupled_joints", None)
+    return None if method is None else method()
+
+
+__all__ = ["BallLimits", "JointCouplings", "JointFriction", "JointLaws", "JointLimits", "JointPD", "JointSpring", "TendonSpring", "Tendons", "coupled_joints", "impedance"]

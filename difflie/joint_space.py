@@ -33,6 +33,7 @@ turns sampled joint torques into the ``t -> u`` signal that ``joint_torques`` ta
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -44,6 +45,7 @@ from jaxtyping import Array, Float
 from .body import RigidBody
 from .forces import AbstractForce, BallSpring, JointForce, JointInertia
 from .hinges import HingeGroups, turn
+from .joint_laws import coupled_joints
 from .lie import SO3, cross
 from .lie.ops import matrix_to_quat, mv, quat_to_matrix
 from .results import BodyState
@@ -366,7 +368,10 @@ class JointFeedback(AbstractForce):
     on the branch nearest ``space.initial``). A PD controller, gravity compensation, a
     joint-space spring. ``law`` may be an ``eqx.Module`` whose arrays (gains, targets) are leaves
     to differentiate; the implicit solvers' iteration matrices take its derivatives like any
-    force's. ``load_model(..., joint_feedback=law)`` adds one to a robot."""
+    force's, in blocks that join the bodies of the joints it couples: a law without a
+    ``coupled_joints()`` method couples all joints (one block for a whole robot); one whose
+    torques each read their own joint (``difflie.joint_laws.JointPD``) says ``()``.
+    ``load_model(..., joint_feedback=law)`` adds one to a robot."""
 
     law: Callable
     space: JointSpace
@@ -374,7 +379,16 @@ class JointFeedback(AbstractForce):
     joint: JointForce
 
     def coupling(self) -> tuple[tuple[int, int], ...]:
-        return self.joint.coupling()
+        """Each joint's two bodies, and every two bodies of the joints that the law couples
+        (``difflie.joint_laws.coupled_joints``: all joints where the law does not say)."""
+        groups = coupled_joints(self.law)
+        if groups is None:
+            groups = (range(len(self.joint.parent)),)
+        pairs = []
+        for group in groups:
+            bodies = sorted({b for k in group for b in (self.joint.parent[k], self.joint.child[k]) if b >= 0})
+            pairs += itertools.combinations(bodies, 2)
+        return self.joint.coupling() + tuple(pairs)
 
     def __call__(self, t, r, R, rdot, omega):
         q = _coordinates(self.space, self.com, BodyState(r, R, rdot, omega))

@@ -5,26 +5,12 @@ import os
 import subprocess
 import sys
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from difflie.body import RigidBody
 from difflie.forces import SpringDamper
 from difflie.lie import SO3
 from difflie.model import Model
-
-
-class PD(eqx.Module):
-    """A joint-space PD controller ``u = kp (target - q) - kd qd`` (``joint_feedback``); gains
-    and target are leaves."""
-
-    kp: jax.Array
-    kd: jax.Array
-    target: jax.Array
-
-    def __call__(self, t, q, qd):
-        return self.kp * (self.target - q) - self.kd * qd
 
 
 def assert_initial_state_is_mujocos(model: Model, m, d) -> None:

@@ -424,7 +424,7 @@ def test_simulate_urdf(tmp_path, capsys):
     assert "with gen-alpha" in captured.err and "steps 20," in captured.out
     warning = [line for line in captured.err.splitlines() if "warning" in line]
     assert len(warning) == 1 and "not modelled: joint limits (1 joint; joint_limits=True enforces them)" in warning[0], captured.err
-    assert main(["simulate", path, "--t1", "0.002", "--dt", "1e-3", "--joint-limits", "--joint-friction"]) == 0
+    assert main(["simulate", path, "--t1", "0.002", "--dt", "1e-3", "--joint-limits", "--joint-friction", "--joint-couplings"]) == 0
     assert "warning" not in capsys.readouterr().err  # the limit is modelled
     data = np.load(out)
     assert list(data["body_names"]) == ["link"] and data["position"].shape == (21, 1, 3)

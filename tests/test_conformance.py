@@ -20,7 +20,7 @@ import pytest
 import difflie as dl
 from difflie.io import RobotModelWarning
 from difflie.kinematics import kinematics
-from helpers import PD
+from difflie.joint_laws import JointPD
 
 STEPS = 20  # compile time dominates; errors stay far above rounding
 
@@ -70,7 +70,7 @@ MODELS = {
 
 
 def _robot() -> dl.Model:
-    law = PD(jnp.array([20.0, 50.0, 0.5]), jnp.array([2.0, 5.0, 0.05]), jnp.array([0.8, -0.05, 1.5]))
+    law = JointPD(jnp.array([20.0, 50.0, 0.5]), jnp.array([2.0, 5.0, 0.05]), jnp.array([0.8, -0.05, 1.5]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RobotModelWarning)  # joint limits, not modelled
         return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "toy_robot.urdf"),
@@ -100,7 +100,7 @@ def _balls() -> dl.Model:
 
 
 def _limits() -> dl.Model:
-    return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "limits.xml"), joint_limits=True, joint_friction=True,
+    return dl.load_model(str(pathlib.Path(__file__).resolve().parent / "data" / "limits.xml"), joint_limits=True, joint_friction=True, joint_couplings=True,
                          joint_positions={"shoulder": 0.35, "slide": -0.04, "wrist": [np.cos(0.15), 0.0, np.sin(0.15), 0.0]},
                          joint_velocities={"slide": -1.0})  # fmt: skip
 

@@ -100,8 +100,8 @@ PLANAR = """<mujoco>
 def test_site_equalities_and_redundant_loops(tmp_path):
     """Site constraints make the sites coincide (a ``connect`` their points, a ``weld`` their
     frames too); a planar four-bar closed by a ``connect`` is overconstrained in space: refused,
-    naming the way out, or its dependent rows removed on request; inactive and joint
-    equalities are named as not modelled; a constraint inside one rigid body is refused."""
+    naming the way out, or its dependent rows removed on request; inactive equalities are named
+    as not modelled, joint equalities as not asked for; a constraint inside one rigid body is refused."""
     with pytest.raises(ValueError, match=r"the constraints are redundant: 18 rows, 17 independent .*redundant='remove'"):
         _load(_write(tmp_path, "planar.xml", PLANAR.replace("EXTRA", "")))
     with pytest.warns(UserWarning, match=r"removed 1 of 18 constraint rows"):
@@ -113,7 +113,8 @@ def test_site_equalities_and_redundant_loops(tmp_path):
                           '<site name="lid"/></body></worldbody>')  # fmt: skip
     sites = sites.replace('<connect name="C" site1="tip" site2="end"/>EXTRA', '<weld name="W" site1="tip" site2="lid"/>'
                           '<connect name="X" site1="tip" site2="lid" active="false"/><joint joint1="A" joint2="D"/>')  # fmt: skip
-    with pytest.warns(RobotModelWarning, match=r"equality constraints other than active connect and weld \(2\)"):
+    with pytest.warns(RobotModelWarning, match=r"joint equality constraints \(1; joint_couplings=True holds them\); "
+                      r"equality constraints other than active connect, weld and joint \(1\)"):
         welded = dl.load_model(str(_write(tmp_path, "sites.xml", sites)))
     assert welded.constraint_names[:6] == ("W_CD_x", "W_CD_y", "W_CD_z", "W_DP1_xy", "W_DP1_yz", "W_DP1_zx")
     origins = welded.r0 - jnp.einsum("bij,bj->bi", welded.R0, welded.bodies.com)

@@ -393,7 +393,7 @@ def test_closed_loops_load_and_run_in_float32():
         "o = sol.position[-1] - jnp.einsum('bij,bj->bi', sol.rotation[-1], loop.bodies.com)\n"
         "assert sol.position.dtype == jnp.float32 and float(jnp.abs(loop.constraint_residual(0.01, o, sol.rotation[-1])).max()) < 1e-5\n"
         "assert float(jnp.abs(dl.ball_joint_quaternions(loop, sol)[-1, 0, 1:]).max()) > 1e-4  # it moved\n"
-        f"limits = dl.load_model({str(DATA / 'limits.xml')!r}, joint_limits=True, joint_friction=True, joint_positions={{'shoulder': 0.35}})\n"
+        f"limits = dl.load_model({str(DATA / 'limits.xml')!r}, joint_limits=True, joint_friction=True, joint_couplings=True, joint_positions={{'shoulder': 0.35}})\n"
         "sol = dl.simulate(limits, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3)\n"
         "q = dl.joint_coordinates(limits, sol)\n"
         "assert q.dtype == jnp.float32 and 0.3 < float(q[-1, 0]) < 0.35  # pushed back towards its limit\n"

@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 
 import difflie as dl
+from difflie.joint_laws import JointPD
 from difflie.forces import JointForce
 from difflie.io import ModelFileError, RobotModelWarning
-from helpers import PD, robot_file
+from helpers import robot_file
 
 # -- small files -------------------------------------------------------------------------------
 
@@ -659,7 +660,7 @@ def test_humanoid_one_second():
     assert e_joint < 1e-6 and e_origin < 1e-7 and e_rotation < 1e-6, (e_joint, e_origin, e_rotation)
 
 
-PD_LAW = PD(jnp.array([20.0, 50.0, 0.5]), jnp.array([2.0, 5.0, 0.05]), jnp.array([0.8, -0.05, 1.5]))
+PD_LAW = JointPD(jnp.array([20.0, 50.0, 0.5]), jnp.array([2.0, 5.0, 0.05]), jnp.array([0.8, -0.05, 1.5]))
 PD_Q0 = {"shoulder": 0.3, "slide": 0.02, "spin": 0.5}
 
 

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 import difflie as dl
+from difflie.joint_laws import JointPD
 from difflie.io import RobotModelWarning
 from difflie.models import chain, ladder, spider
-from helpers import PD, flying_body, robot_file
+from helpers import flying_body, robot_file
 
 
 HANGING = {
@@ -131,7 +132,7 @@ def test_panda_on_a_pd_controller_balances_pinocchio_gravity():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RobotModelWarning)  # joint limits
             return dl.load_model(PANDA, joint_positions=dict(zip(names, target)),
-                                 joint_feedback=PD(gains, jnp.zeros(9), jnp.asarray(target)))  # fmt: skip
+                                 joint_feedback=JointPD(gains, jnp.zeros(9), jnp.asarray(target)))  # fmt: skip
 
     model = load(jnp.asarray(kp))
     assert model.joint_names == tuple(names)

@@ -240,6 +240,7 @@ def load_model(
     joint_feedback: Callable | None = None,
     joint_limits: bool = False,
     joint_friction: bool = False,
+    joint_couplings: bool = False,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -256,8 +257,9 @@ def load_model(
     ``joint_torques`` ``{joint name: number, expression of t or function of t}`` or one function
     ``t -> (n_joints,)``; ``joint_feedback`` ``(t, q, qd) -> (n_joints,)``, torques from the
     joint state (a controller); ``joint_limits=True`` enforces the file's joint limits as
-    spring-dampers (``difflie.joint_laws.JointLimits``) and ``joint_friction=True`` its joint
-    friction (``JointFriction``); ``base_pose`` / ``base_velocity`` of a floating base;
+    spring-dampers (``difflie.joint_laws.JointLimits``), ``joint_friction=True`` its joint
+    friction (``JointFriction``) and ``joint_couplings=True`` its joint couplings (URDF
+    ``mimic``, MJCF joint equalities: ``JointCouplings``); ``base_pose`` / ``base_velocity`` of a floating base;
     ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
     ``joint_positions`` puts them).
 
@@ -290,13 +292,13 @@ def load_model(
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
                           joint_feedback=joint_feedback, joint_limits=joint_limits,
-                          joint_friction=joint_friction, base_pose=base_pose,
+                          joint_friction=joint_friction, joint_couplings=joint_couplings, base_pose=base_pose,
                           base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
     robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques,
                       joint_feedback=joint_feedback, base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
     given = [name for name, value in robot_only.items() if value is not None]
     given += [name for name, value in (("locked_joints", locked_joints), ("joint_limits", joint_limits),
-                                       ("joint_friction", joint_friction)) if value]  # fmt: skip
+                                       ("joint_friction", joint_friction), ("joint_couplings", joint_couplings)) if value]  # fmt: skip
     if given:
         raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")
     if not os.path.exists(path):

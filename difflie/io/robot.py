@@ -44,10 +44,13 @@ From the compiled body tree:
 - the springs and dampers of fixed tendons (MJCF ``<tendon><fixed>``: a length that is a linear
   combination of joint coordinates) act on their joints as MuJoCo applies them (``Tendons``),
   and with ``joint_limits`` / ``joint_friction`` their limits and friction as the joints';
-- what is not modelled (joint and tendon limits and friction unless asked, contacts, spatial
-  tendons and the armature of fixed ones, the other equality
-  constraints such as URDF ``mimic``, inactive ones, actuators) is named in one
-  ``RobotModelWarning``.
+- with ``joint_couplings=True``, joint couplings (URDF ``mimic``, MJCF ``<equality><joint>``:
+  a joint's position a polynomial of another's) hold as softly as MuJoCo holds them
+  (``JointCouplings``, from ``solref`` and ``solimp``), and a follower that
+  ``joint_positions`` / ``joint_velocities`` leave out starts on its coupling;
+- what is not modelled (joint and tendon limits, friction and joint couplings unless asked, contacts, spatial
+  tendons and the armature of fixed ones, tendon equalities, inactive equality constraints,
+  actuators) is named in one ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -73,14 +76,14 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_laws import BallLimits, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
+from ..joint_laws import BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
 from ..joint_space import BallJoints, JointFeedback, JointSpace
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
 
 ROBOT_EXTENSIONS = (".urdf", ".xml")
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
-_CONNECT, _WELD = 0, 1  # mjtEq
+_CONNECT, _WELD, _JOINT = 0, 1, 2  # mjtEq
 _WRAP_JOINT = 1  # mjtWrap
 _SITE = 6  # mjtObj
 _KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
@@ -246,7 +249,7 @@ def _mujoco_error(err: Exception) -> str:
     return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
 
 
-def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool) -> list[str]:
+def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool, joint_couplings: bool) -> list[str]:
     """What the file has and difflie does not model (or was not asked to), one phrase each."""
     items = []
     dof = m.jnt_dofadr
@@ -280,10 +283,13 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
                                                                    or m.tendon_plasticadr[k] >= 0) for k in fixed))):  # fmt: skip
         if n:
             items.append(f"{what} ({n} tendon{'s' if n > 1 else ''})")
-    closing = sum(_closes_loop(m, e) for e in range(m.neq))
-    if m.neq - closing:
-        what = "mimic joints" if urdf else "equality constraints other than active connect and weld"
-        items.append(f"{what} ({m.neq - closing})")
+    couplings = sum(_couples_joints(m, e) for e in range(m.neq))
+    if couplings and not joint_couplings:
+        what = "mimic joints" if urdf else "joint equality constraints"
+        items.append(f"{what} ({couplings}; joint_couplings=True holds them)")
+    others = m.neq - couplings - sum(_closes_loop(m, e) for e in range(m.neq))
+    if others:
+        items.append(f"equality constraints other than active connect, weld and joint ({others})")
     if m.nu:
         items.append(f"actuators ({m.nu}; give joint_torques instead)")
     if np.any(m.body_gravcomp != 0):
@@ -342,6 +348,7 @@ def load_robot(
     joint_feedback: Callable | None = None,
     joint_limits: bool = False,
     joint_friction: bool = False,
+    joint_couplings: bool = False,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -377,7 +384,10 @@ def load_robot(
     default) leaves them out and names them in the warning. ``joint_friction``: ``True`` makes
     the ``frictionloss`` of hinges and slides (URDF ``<dynamics friction>``) dry friction that
     creeps as MuJoCo's soft friction does (``difflie.joint_laws.JointFriction``); ``False`` names
-    it in the warning. ``base_pose``: the world pose
+    it in the warning. ``joint_couplings``: ``True`` holds the joint couplings (URDF ``mimic``,
+    MJCF ``<equality><joint>``) as softly as MuJoCo does (``difflie.joint_laws.JointCouplings``)
+    and starts a follower that ``joint_positions`` leaves out on its coupling; ``False`` names
+    them in the warning (Pinocchio's URDF reader also leaves mimics out unless asked). ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -431,6 +441,8 @@ def load_robot(
             for k, v in q_given.items()}  # fmt: skip
     qd_of = {k: _ball_value(v, f"joint_velocities[{k!r}]", 3) if k in ball_names_all else _float(v, f"joint_velocities[{k!r}]")
              for k, v in qd_given.items()}  # fmt: skip
+    couplings = _coupled_joints(m, locked) if joint_couplings else []
+    _follow(m, couplings, q_of, qd_of, locked)
 
     roots = [b for b in range(1, m.nbody) if m.body_parentid[b] == 0]
     R_rel = [_quat_matrix(q) for q in m.body_quat]
@@ -670,6 +682,9 @@ def load_robot(
         laws.append(tendons)
     if any(ji["friction"] is not None for ji in jinfo):
         laws.append(_stacked_friction([ji["friction"] for ji in jinfo]))
+    coupling = _joint_couplings(m, couplings, jinfo, welded) if couplings else None
+    if coupling is not None:
+        laws.append(coupling)
     if laws:
         law = laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
         forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
@@ -692,7 +707,7 @@ def load_robot(
         body_names=names,
         joints=space,
     )
-    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction)
+    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
     if closing:
@@ -925,6 +940,89 @@ def _equalities(m, path: str, body_of: list[int], R_in: list, p_in: list, body_n
         else:
             rows += C.fixed(g1, s1, g2, s2, R_in[links[0]] @ relative @ R_in[links[1]].T, name=name)
     return rows
+
+
+def _couples_joints(m, e: int) -> bool:
+    """Whether equality ``e`` is an active joint coupling (MJCF ``<joint>``, URDF ``mimic``)."""
+    return bool(m.eq_active0[e]) and int(m.eq_type[e]) == _JOINT
+
+
+def _coupled_joints(m, locked: list[str]) -> list[tuple[int, int, int]]:
+    """``(equality, follower, leader)`` joint ids of the active joint couplings (leader -1:
+    none; MuJoCo's compiler takes hinges and slides only); one whose follower is locked but not
+    its leader is refused (the leader would be held where the polynomial meets the lock)."""
+    import mujoco
+
+    out = []
+    for e in range(m.neq):
+        if not _couples_joints(m, e):
+            continue
+        f, l = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
+        if m.joint(f).name in locked and (l < 0 or m.joint(l).name not in locked):
+            leader = f"its leader {m.joint(l).name!r}" if l >= 0 else "the constant it is held at"
+            raise ValueError(f"load_model: locked_joints: joint {m.joint(f).name!r} follows {leader} (coupling {name!r}); "
+                             "lock the leader (with it) instead")  # fmt: skip
+        out.append((e, f, l))
+    return out
+
+
+def _polynomial(m, e: int, x: float) -> tuple[float, float]:
+    """A joint coupling's polynomial ``p(x)`` and its slope ``p'(x)`` (``polycoef``)."""
+    c = np.asarray(m.eq_data[e][:5], float)
+    return float(np.polyval(c[::-1], x)), float(np.polyval((c[1:] * np.arange(1, 5))[::-1], x))
+
+
+def _follow(m, couplings: list, q_of: dict, qd_of: dict, locked: list[str]) -> None:
+    """Place each coupled follower that ``joint_positions`` / ``joint_velocities`` leave out
+    where its coupling puts it (``q_f0 + p(q_l - q_l0)``, ``p' q_dot_l``), so the model starts
+    on its couplings (in file order: a follower may lead the next)."""
+    for e, f, l in couplings:
+        name_f = m.joint(f).name
+        x, rate = 0.0, 0.0
+        if l >= 0:
+            name_l, q0_l = m.joint(l).name, float(m.qpos0[m.jnt_qposadr[l]])
+            x, rate = q_of.get(name_l, q0_l) - q0_l, qd_of.get(name_l, 0.0)
+        p, slope = _polynomial(m, e, x)
+        q_of.setdefault(name_f, float(m.qpos0[m.jnt_qposadr[f]]) + p)
+        if name_f not in locked:
+            qd_of.setdefault(name_f, slope * rate)
+
+
+def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, float]) -> JointCouplings | None:
+    """``JointCouplings`` of the active joint couplings, their softness from ``eq_solref`` and
+    ``eq_solimp`` at MuJoCo's inertia of each (``1 / efc_diagA`` at the reference pose); a locked
+    leader becomes a constant of the polynomial, and couplings whose joints are both locked
+    drop out (``None``: all did)."""
+    import mujoco
+
+    data = mujoco.MjData(m)
+    mujoco.mj_forward(m, data)
+    row = {int(i): k for k, (kind, i) in enumerate(zip(data.efc_type, data.efc_id)) if kind == mujoco.mjtConstraint.mjCNSTR_EQUALITY}
+    column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
+    follower, leader, reference, polynomial, stiffness, damping, impedance = [], [], [], [], [], [], []
+    for e, f, l in couplings:
+        if f not in column:  # both locked
+            continue
+        c = np.asarray(m.eq_data[e][:5], float)
+        q0_l = float(m.qpos0[m.jnt_qposadr[l]]) if l >= 0 else 0.0
+        if l >= 0 and l not in column:  # a locked leader: a constant
+            c = np.array([_polynomial(m, e, locked[m.joint(l).name] - q0_l)[0], 0.0, 0.0, 0.0, 0.0])
+        (tc, zeta), solimp = (float(x) for x in m.eq_solref[e]), np.asarray(m.eq_solimp[e], float)
+        dmax = solimp[1]
+        k, b = (-tc / dmax**2, -zeta / dmax) if tc <= 0 else (1.0 / (dmax * tc * zeta) ** 2, 2.0 / (dmax * tc))
+        inertia = 1.0 / float(data.efc_diagA[row[e]])
+        follower.append(column[f])
+        leader.append(column[l] if l in column else -1)
+        reference.append([float(m.qpos0[m.jnt_qposadr[f]]), q0_l])
+        polynomial.append(c)
+        stiffness.append(inertia * k)
+        damping.append(inertia * b)
+        impedance.append(solimp)
+    if not follower:
+        return None
+    return JointCouplings(*(jnp.asarray(np.array(x, float)) for x in (reference, polynomial, stiffness, damping, impedance)),
+                          follower=tuple(follower), leader=tuple(leader))  # fmt: skip
 
 
 def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
