@@ -5,7 +5,9 @@ import os
 import subprocess
 import sys
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from difflie.body import RigidBody
 from difflie.forces import SpringDamper
@@ -17,7 +19,6 @@ def assert_initial_state_is_mujocos(model: Model, m, d) -> None:
     """A robot model's initial state (COM positions, rotations, COM velocities, angular
     velocities) is MuJoCo's forward kinematics ``d`` of its model ``m``, body by body (by name)."""
     import mujoco
-    import numpy as np
 
     for b, name in enumerate(model.bodies.names):
         k = m.body(name).id
@@ -71,3 +72,28 @@ def robot_file(suffix: str) -> str | None:
         if str(f).endswith(suffix):
             return str(f.locate())
     return None
+
+
+def undeclared_couplings(model: Model) -> set[tuple[int, int]]:
+    """Pairs of bodies ``(a, b)``, ``a < b``, where the applied forces on one depend on the state
+    (position, rotation, velocity, angular velocity) of the other but ``model.coupling()`` does
+    not name them: the implicit solvers' block iteration matrices would leave that derivative
+    out. By forward derivatives at the initial state with random rates."""
+    nb = model.num_bodies
+    r, R, v, w = model.initial_state()
+    rng = np.random.default_rng(1)
+    v, w = v + rng.normal(size=v.shape), w + rng.normal(size=w.shape)
+
+    def forces(d):
+        d = d.reshape(nb, 4, 3)
+        R_d = jax.vmap(lambda Rb, x: Rb @ SO3.exp(x).matrix)(R, d[:, 1])
+        f, tau = model.applied_forces(0.1, r + d[:, 0], R_d, v + d[:, 2], w + d[:, 3])
+        return jnp.concatenate([f, tau], axis=1)
+
+    J = np.abs(np.asarray(jax.jit(jax.jacfwd(forces))(jnp.zeros(12 * nb)))).reshape(nb, 6, nb, 12).max(axis=(1, 3))
+    declared = np.eye(nb, dtype=bool)
+    for a, b in np.asarray(model.coupling()).reshape(-1, 2):
+        if a >= 0 and b >= 0:
+            declared[a, b] = declared[b, a] = True
+    found = (J + J.T > 1e-12 * J.max()) & ~declared
+    return {(int(a), int(b)) for a, b in zip(*np.nonzero(found)) if a < b}

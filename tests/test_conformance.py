@@ -21,6 +21,7 @@ import difflie as dl
 from difflie.io import RobotModelWarning
 from difflie.kinematics import kinematics
 from difflie.joint_laws import JointPD
+from helpers import undeclared_couplings
 
 STEPS = 20  # compile time dominates; errors stay far above rounding
 
@@ -186,6 +187,17 @@ def test_solver_model_conformance(model_name, solver_name):
     if model.num_constraints and solver_name not in EXPLICIT:
         origins = sol.position[-1] - jnp.einsum("bij,bj->bi", sol.rotation[-1], model.bodies.com)
         assert float(jnp.max(jnp.abs(model.constraint_residual(STEPS * case.h, origins, sol.rotation[-1])))) < 1e-8
+
+
+def test_forces_declare_the_bodies_they_couple():
+    """Every model's force elements name each pair of bodies whose forces depend on each
+    other's state (``Model.coupling``), as the implicit solvers' block iteration matrices
+    assume: a new force element or joint law that ties bodies together without saying so fails
+    here (``tests/test_joint_laws.py`` shows the check failing on a law that hides one)."""
+    for name, case in MODELS.items():
+        model = case.make()
+        if model.forces and model.coupling() is not None:  # None: any pair, a dense matrix
+            assert undeclared_couplings(model) == set(), name
 
 
 def test_heavy_top_backward_euler_keeps_the_pivot():

@@ -20,6 +20,7 @@ from scipy.integrate import solve_ivp
 import difflie as dl
 from difflie.io import RobotModelWarning
 from difflie.joint_laws import JointFriction, JointLimits, Tendons
+from helpers import undeclared_couplings
 
 def mujoco_rollout(mj, steps: int, every: int, qpos=None, qvel=None, read=lambda m, d: d.qpos.copy()) -> np.ndarray:
     """MuJoCo's own run of the model ``mj`` (its integrator and timestep) from ``qpos``,
@@ -335,31 +336,6 @@ def test_limits_and_friction_that_cannot_hold_are_refused(attributes, message, t
 <inertial pos="0 0 0" mass="1" diaginertia="1 1 1"/></body></worldbody></mujoco>""")
     with pytest.raises(dl.ModelFileError, match=re.escape(message)):
         dl.load_model(path, joint_limits=True, joint_friction=True)
-
-
-def undeclared_couplings(model: dl.Model) -> set[tuple[int, int]]:
-    """Pairs of bodies ``(a, b)``, ``a < b``, where the applied forces on one depend on the state
-    (position, rotation, velocity, angular velocity) of the other but ``model.coupling()`` does
-    not name them: the implicit solvers' block iteration matrices would leave that derivative
-    out. By forward derivatives at the initial state with random rates."""
-    nb = model.num_bodies
-    r, R, v, w = model.initial_state()
-    rng = np.random.default_rng(1)
-    v, w = v + rng.normal(size=v.shape), w + rng.normal(size=w.shape)
-
-    def forces(d):
-        d = d.reshape(nb, 4, 3)
-        R_d = jax.vmap(lambda Rb, x: Rb @ dl.lie.SO3.exp(x).as_matrix())(R, d[:, 1])
-        f, tau = model.applied_forces(0.1, r + d[:, 0], R_d, v + d[:, 2], w + d[:, 3])
-        return jnp.concatenate([f, tau], axis=1)
-
-    J = np.abs(np.asarray(jax.jacfwd(forces)(jnp.zeros(12 * nb)))).reshape(nb, 6, nb, 12).max(axis=(1, 3))
-    declared = np.eye(nb, dtype=bool)
-    for a, b in np.asarray(model.coupling()).reshape(-1, 2):
-        if a >= 0 and b >= 0:
-            declared[a, b] = declared[b, a] = True
-    found = (J + J.T > 1e-12 * J.max()) & ~declared
-    return {(int(a), int(b)) for a, b in zip(*np.nonzero(found)) if a < b}
 
 
 class _Coupling(eqx.Module):
