@@ -84,7 +84,8 @@ def load(args):
 
 ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
                  "joint_torques": "--joint-torques", "locked_joints": "--lock", "floating_base": "--floating-base",
-                 "joint_limits": "--joint-limits", "joint_friction": "--joint-friction", "joint_couplings": "--joint-couplings"}  # fmt: skip
+                 "joint_limits": "--joint-limits", "joint_friction": "--joint-friction", "joint_couplings": "--joint-couplings",
+                 "controls": "--controls"}  # fmt: skip
 
 
 def robot_options(args) -> dict[str, object]:
@@ -93,7 +94,7 @@ def robot_options(args) -> dict[str, object]:
     for key, flag in ROBOT_OPTIONS.items():
         value = getattr(args, key)
         if value is not None:  # the joint state and torque options hold (name, value) pairs
-            options[key] = by_name(value, flag) if key in ("joint_positions", "joint_velocities", "joint_torques") else value
+            options[key] = by_name(value, flag) if key in ("joint_positions", "joint_velocities", "joint_torques", "controls") else value
     return options
 
 
@@ -102,7 +103,7 @@ def by_name(pairs: list[tuple[str, object]], flag: str) -> dict[str, object]:
     values = {}
     for name, value in pairs:
         if name in values:
-            raise CliError(f"{flag} gives joint {name!r} twice")
+            raise CliError(f"{flag} gives {name!r} twice")
         values[name] = value
     return values
 
@@ -620,6 +621,9 @@ def _model_options(s: argparse.ArgumentParser) -> None:
     r.add_argument("--joint-torques", type=joint_expressions, action="extend", metavar="NAME=EXPR[,...]",
                    help="joint torques in N m (a prismatic joint: forces in N), each a number or an expression "
                         "of t as in the model files, e.g. 'panda_joint1=2*sin(5*t)' (default: none)")
+    r.add_argument("--controls", type=joint_expressions, action="extend", metavar="NAME=EXPR[,...]",
+                   help="drive the MJCF file's actuators with these controls, each a number or an expression of t "
+                        "(others 0, as MuJoCo's ctrl; default: actuators not modelled, named in the warning)")
     r.add_argument("--lock", dest="locked_joints", type=joint_list, action="extend", metavar="NAME[,...]",
                    help="weld these joints at their --joint-positions value (else the file's reference position)")
     r.add_argument("--joint-limits", action="store_true", default=None,
@@ -709,7 +713,7 @@ def joint_numbers(text: str) -> list[tuple[str, float]]:
 
 
 def joint_expressions(text: str) -> list[tuple[str, object]]:
-    """``--joint-torques``: ``NAME=EXPR,...``, each a number or an expression of ``t``."""
+    """``--joint-torques``, ``--controls``: ``NAME=EXPR,...``, each a number or an expression of ``t``."""
     from .expr import Expression, ExpressionError
 
     values = []

@@ -292,6 +292,57 @@ def impedance(x: Float[Array, " n"], solimp: Float[Array, "n 5"]) -> Float[Array
     return jnp.where(flat, 0.5 * (d0 + dmax), d0 + y * (dmax - d0))
 
 
+class Actuators(eqx.Module):
+    """MuJoCo's actuators on hinges and slides (MJCF ``<actuator>``: ``motor``, ``position``,
+    ``velocity``, and ``general`` ones of fixed or affine gain and bias without activation
+    dynamics), a ``JointFeedback`` law. Actuator ``k`` drives joint ``joint[k]`` through its
+    gear ``g``: its length ``L = g q`` and velocity ``V = g q_dot``, its control ``u =
+    controls(t)[k]`` (clipped to ``ctrl_range`` where ``ctrl_limited``), its force
+
+        F = (a0 + a1 L + a2 V) u + (b0 + b1 L + b2 V)      (``gain``, ``bias``)
+
+    (clipped to ``force_range`` where ``force_limited``) and the joint torque (force) ``g F``; the
+    sum at each joint is clipped to ``joint_range`` where ``joint_limited`` (MJCF
+    ``actuatorfrcrange``). A position servo has the gain ``kp`` and the bias ``(0, -kp, -kv)``, a
+    velocity servo ``kv`` and ``(0, 0, -kv)``, a motor 1 and none. ``controls`` is a signal ``t
+    -> (nu,)`` in the order of ``names`` (a ``difflie.forces.JointTorques``: its constants are
+    leaves, to optimise a control by gradient); the other arrays are leaves too."""
+
+    controls: Callable
+    gain: Float[Array, "nu 3"]
+    bias: Float[Array, "nu 3"]
+    gear: Float[Array, " nu"]
+    ctrl_range: Float[Array, "nu 2"]
+    force_range: Float[Array, "nu 2"]
+    joint_range: Float[Array, "nj 2"]
+    joint: tuple[int, ...] = eqx.field(static=True)
+    ctrl_limited: tuple[bool, ...] = eqx.field(static=True)
+    force_limited: tuple[bool, ...] = eqx.field(static=True)
+    joint_limited: tuple[bool, ...] = eqx.field(static=True)
+    names: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def __call__(self, t, q, qd):
+        dtype = q.dtype
+        P = jnp.asarray(np.eye(q.shape[0])[np.asarray(self.joint)], dtype)  # (nu, nj) one-hot
+        g = self.gear.astype(dtype)
+        L, V = g * (P @ q), g * (P @ qd)
+        u = _clip(jnp.asarray(self.controls(t), dtype), self.ctrl_range.astype(dtype), self.ctrl_limited)
+        a, b = self.gain.astype(dtype), self.bias.astype(dtype)
+        F = (a[:, 0] + a[:, 1] * L + a[:, 2] * V) * u + b[:, 0] + b[:, 1] * L + b[:, 2] * V
+        F = _clip(F, self.force_range.astype(dtype), self.force_limited)
+        return _clip(P.T @ (g * F), self.joint_range.astype(dtype), self.joint_limited)
+
+    def coupled_joints(self) -> tuple:
+        return ()
+
+
+def _clip(x: Float[Array, " n"], bounds: Float[Array, "n 2"], limited: tuple[bool, ...]) -> Float[Array, " n"]:
+    """``x`` clipped to ``bounds`` where ``limited`` (static)."""
+    if not any(limited):
+        return x
+    return jnp.where(np.asarray(limited), jnp.clip(x, bounds[:, 0], bounds[:, 1]), x)
+
+
 class JointLaws(eqx.Module):
     """The sum of ``JointFeedback`` laws ``(t, q, qd) -> (nj,)``: one element reads the joint
     state once for all of them (a controller, springs, limits, friction, tendons)."""
@@ -313,4 +364,4 @@ def coupled_joints(law) -> tuple[tuple[int, ...], ...] | None:
     return None if method is None else method()
 
 
-__all__ = ["BallLimits", "JointCouplings", "JointFriction", "JointLaws", "JointLimits", "JointPD", "JointSpring", "TendonSpring", "Tendons", "coupled_joints", "impedance"]
+__all__ = ["Actuators", "BallLimits", "JointCouplings", "JointFriction", "JointLaws", "JointLimits", "JointPD", "JointSpring", "TendonSpring", "Tendons", "coupled_joints", "impedance"]

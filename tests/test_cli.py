@@ -533,7 +533,8 @@ def test_floating_base_frees_the_root_without_a_joint(tmp_path, capsys):
         (["--joint-torques", "elbow=t"], "joint_torques names unknown joints ['elbow']"),
         (["--lock", "elbow"], "locked_joints names unknown joints ['elbow']"),
         (["--lock", "slide", "--joint-velocities", "slide=1"], "joint_velocities names locked joints ['slide']"),
-        (["--joint-positions", "spin=1", "--joint-positions", "slide=0,spin=2"], "--joint-positions gives joint 'spin' twice"),
+        (["--joint-positions", "spin=1", "--joint-positions", "slide=0,spin=2"], "--joint-positions gives 'spin' twice"),
+        (["--controls", "grip=0.5*t"], "controls names unknown actuators ['grip']; the modelled actuators are []"),
     ],
 )
 def test_bad_robot_options(argv_tail, message, tmp_path, capsys):

@@ -241,6 +241,7 @@ def load_model(
     joint_limits: bool = False,
     joint_friction: bool = False,
     joint_couplings: bool = False,
+    controls: Mapping[str, Any] | Callable | None = None,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -259,7 +260,8 @@ def load_model(
     joint state (a controller); ``joint_limits=True`` enforces the file's joint limits as
     spring-dampers (``difflie.joint_laws.JointLimits``), ``joint_friction=True`` its joint
     friction (``JointFriction``) and ``joint_couplings=True`` its joint couplings (URDF
-    ``mimic``, MJCF joint equalities: ``JointCouplings``); ``base_pose`` / ``base_velocity`` of a floating base;
+    ``mimic``, MJCF joint equalities: ``JointCouplings``); ``controls`` drives an MJCF file's
+    actuators (``{actuator name: value}``: ``difflie.joint_laws.Actuators``); ``base_pose`` / ``base_velocity`` of a floating base;
     ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
     ``joint_positions`` puts them).
 
@@ -292,9 +294,9 @@ def load_model(
                           default_mass=default_mass, default_inertia=default_inertia, joint_positions=joint_positions,
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
                           joint_feedback=joint_feedback, joint_limits=joint_limits,
-                          joint_friction=joint_friction, joint_couplings=joint_couplings, base_pose=base_pose,
+                          joint_friction=joint_friction, joint_couplings=joint_couplings, controls=controls, base_pose=base_pose,
                           base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
-    robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques,
+    robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques, controls=controls,
                       joint_feedback=joint_feedback, base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
     given = [name for name, value in robot_only.items() if value is not None]
     given += [name for name, value in (("locked_joints", locked_joints), ("joint_limits", joint_limits),

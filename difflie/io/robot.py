@@ -48,9 +48,14 @@ From the compiled body tree:
   a joint's position a polynomial of another's) hold as softly as MuJoCo holds them
   (``JointCouplings``, from ``solref`` and ``solimp``), and a follower that
   ``joint_positions`` / ``joint_velocities`` leave out starts on its coupling;
-- what is not modelled (joint and tendon limits, friction and joint couplings unless asked, contacts, spatial
-  tendons and the armature of fixed ones, tendon equalities, inactive equality constraints,
-  actuators) is named in one ``RobotModelWarning``.
+- with ``controls``, an MJCF file's actuators on hinges and slides (``motor``, ``position``,
+  ``velocity``, ``general`` without activation dynamics) drive their joints as MuJoCo's do
+  (``Actuators``: gear, gain and bias, control and force ranges, the joints'
+  ``actuatorfrcrange``);
+- what is not modelled (joint and tendon limits, friction and joint couplings unless asked,
+  actuators without ``controls`` and those of other transmissions or dynamics, contacts,
+  spatial tendons and the armature of fixed ones, tendon equalities, inactive equality
+  constraints) is named in one ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -76,7 +81,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
-from ..joint_laws import BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
+from ..joint_laws import Actuators, BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
 from ..joint_space import BallJoints, JointFeedback, JointSpace
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
@@ -85,6 +90,7 @@ ROBOT_EXTENSIONS = (".urdf", ".xml")
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _CONNECT, _WELD, _JOINT = 0, 1, 2  # mjtEq
 _WRAP_JOINT = 1  # mjtWrap
+_TRN_JOINT = 0  # mjtTrn
 _SITE = 6  # mjtObj
 _KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 
@@ -249,7 +255,7 @@ def _mujoco_error(err: Exception) -> str:
     return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
 
 
-def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool, joint_couplings: bool) -> list[str]:
+def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool, joint_couplings: bool, controls) -> list[str]:
     """What the file has and difflie does not model (or was not asked to), one phrase each."""
     items = []
     dof = m.jnt_dofadr
@@ -290,8 +296,12 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     others = m.neq - couplings - sum(_closes_loop(m, e) for e in range(m.neq))
     if others:
         items.append(f"equality constraints other than active connect, weld and joint ({others})")
-    if m.nu:
-        items.append(f"actuators ({m.nu}; give joint_torques instead)")
+    if m.nu and controls is None:
+        items.append(f"actuators ({m.nu}; controls={{name: value}} drives them, or give joint_torques)")
+    elif m.nu:
+        other = [a for a in range(m.nu) if not _drives_a_joint(m, a)]
+        if other:
+            items.append(f"actuators of other transmissions or dynamics ({len(other)})")
     if np.any(m.body_gravcomp != 0):
         items.append("gravity compensation")
     return items
@@ -349,6 +359,7 @@ def load_robot(
     joint_limits: bool = False,
     joint_friction: bool = False,
     joint_couplings: bool = False,
+    controls: Mapping[str, float | str | Callable] | Callable | None = None,
     base_pose=None,
     base_velocity=None,
     floating_base: bool | None = None,
@@ -387,7 +398,13 @@ def load_robot(
     it in the warning. ``joint_couplings``: ``True`` holds the joint couplings (URDF ``mimic``,
     MJCF ``<equality><joint>``) as softly as MuJoCo does (``difflie.joint_laws.JointCouplings``)
     and starts a follower that ``joint_positions`` leaves out on its coupling; ``False`` names
-    them in the warning (Pinocchio's URDF reader also leaves mimics out unless asked). ``base_pose``: the world pose
+    them in the warning (Pinocchio's URDF reader also leaves mimics out unless asked).
+    ``controls``: the MJCF file's actuators on hinges and slides (``motor``, ``position``,
+    ``velocity``, ``general`` without activation dynamics; ``difflie.joint_laws.Actuators``)
+    act, with these controls: ``{actuator name: number, expression of t or function of t}``
+    (others 0, as MuJoCo's ``ctrl``) or one function ``t -> (n_actuators,)`` in the file's
+    order of those actuators; ``None`` (the default) leaves the actuators out and names them in
+    the warning. ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -685,6 +702,9 @@ def load_robot(
     coupling = _joint_couplings(m, couplings, jinfo, welded) if couplings else None
     if coupling is not None:
         laws.append(coupling)
+    actuators = _actuators(m, controls, jinfo) if controls is not None else None
+    if actuators is not None:
+        laws.append(actuators)
     if laws:
         law = laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
         forces.append(JointFeedback(law, space, jnp.asarray(com), JointForce(**geometry)))
@@ -707,7 +727,7 @@ def load_robot(
         body_names=names,
         joints=space,
     )
-    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings)
+    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings, controls)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
     if closing:
@@ -1025,6 +1045,49 @@ def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, fl
                           follower=tuple(follower), leader=tuple(leader))  # fmt: skip
 
 
+def _drives_a_joint(m, a: int) -> bool:
+    """Whether actuator ``a`` is one ``Actuators`` models: on a hinge or slide, without
+    activation dynamics, its gain fixed or affine and its bias none or affine."""
+    return (int(m.actuator_trntype[a]) == _TRN_JOINT and m.jnt_type[m.actuator_trnid[a, 0]] in (_HINGE, _SLIDE)
+            and int(m.actuator_dyntype[a]) == 0 and int(m.actuator_gaintype[a]) in (0, 1) and int(m.actuator_biastype[a]) in (0, 1))  # fmt: skip
+
+
+def _actuators(m, controls, jinfo: list[dict]) -> Actuators | None:
+    """``Actuators`` of the file's actuators that drive movable hinges and slides (those on
+    locked joints do nothing; ``None``: none left), their controls from ``controls``."""
+    import mujoco
+
+    column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
+    names = _names(m, mujoco.mjtObj.mjOBJ_ACTUATOR, m.nu)
+    rows = [a for a in range(m.nu) if _drives_a_joint(m, a) and int(m.actuator_trnid[a, 0]) in column]
+    used = [names[a] for a in rows]
+    if callable(controls) and not isinstance(controls, Mapping):
+        signal = _checked(controls, f"controls (one function of t for the actuators {used})", (len(used),))
+    elif isinstance(controls, Mapping):
+        bad = [k for k in controls if k not in used]
+        if bad:
+            others = [k for k in bad if k in names]
+            why = f"actuators difflie does not model or on locked joints {others}" if others else f"unknown actuators {bad}"
+            raise ValueError(f"load_model: controls names {why}; the modelled actuators are {used}")
+        signal = _signal(dict(controls), used, (), "controls") if used else None
+    else:
+        raise ValueError(f"load_model: controls must be {{actuator name: number, expression of t or function of t}} or one "
+                         f"function t -> (n_actuators,), got {type(controls).__name__}")  # fmt: skip
+    if not rows:
+        return None
+    gain = np.array([m.actuator_gainprm[a, :3] * ((1, 1, 1) if m.actuator_gaintype[a] == 1 else (1, 0, 0)) for a in rows], float)
+    bias = np.array([m.actuator_biasprm[a, :3] * (m.actuator_biastype[a] == 1) for a in rows], float)
+    joints = [ji["joint"] for ji in jinfo]
+    return Actuators(
+        signal, jnp.asarray(gain), jnp.asarray(bias),
+        jnp.asarray(np.asarray(m.actuator_gear[rows, 0], float)), jnp.asarray(np.asarray(m.actuator_ctrlrange[rows], float)),
+        jnp.asarray(np.asarray(m.actuator_forcerange[rows], float)), jnp.asarray(np.asarray(m.jnt_actfrcrange[joints], float)),
+        joint=tuple(column[int(m.actuator_trnid[a, 0])] for a in rows), ctrl_limited=tuple(bool(m.actuator_ctrllimited[a]) for a in rows),
+        force_limited=tuple(bool(m.actuator_forcelimited[a]) for a in rows), joint_limited=tuple(bool(m.jnt_actfrclimited[j]) for j in joints),
+        names=tuple(used),
+    )  # fmt: skip
+
+
 def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
     """A body with several joints: two or three hinges about one point, their axes independent."""
     js = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
@@ -1112,13 +1175,14 @@ def _torques(value, joints: list[str], locked: list[str], balls: list[str] = ())
     return (_signal(ones, joints, ()) if ones else None), (_signal(threes, list(balls), (3,)) if threes else None)
 
 
-def _signal(value: Mapping, names: list[str], shape: tuple[int, ...]) -> JointTorques:
-    """A ``JointTorques`` over ``names`` from ``{name: value}``, each value of ``shape``."""
+def _signal(value: Mapping, names: list[str], shape: tuple[int, ...], kwarg: str = "joint_torques") -> JointTorques:
+    """A ``JointTorques`` over ``names`` from ``{name: value}``, each value of ``shape``
+    (``kwarg``: the keyword that gave it, for the messages)."""
     kind = "a number, an expression of t or a function of t" if not shape else "a 3-vector (child axes) or a function of t returning one"
     constants, functions, index = {}, [], []
     for name, u in value.items():
         k = names.index(name)
-        what = f"joint_torques[{name!r}]"
+        what = f"{kwarg}[{name!r}]"
         if isinstance(u, str) and not shape:
             try:
                 u = Expression(u)
