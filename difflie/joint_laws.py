@@ -260,8 +260,8 @@ class JointCouplings(eqx.Module):
         dtype, nj = q.dtype, q.shape[0]
         f, l = np.asarray(self.follower), np.asarray(self.leader)
         led = l >= 0
-        onehot = lambda idx, on: jnp.asarray(np.eye(nj)[np.maximum(idx, 0)] * on[:, None], dtype)  # noqa: E731
-        P_f, P_l = onehot(f, np.ones(f.shape, bool)), onehot(l, led)
+        P_f = jnp.asarray(np.eye(nj)[f], dtype)  # (n, nj) one-hot rows; the leaders' zero where none
+        P_l = jnp.asarray(np.eye(nj)[np.maximum(l, 0)] * led[:, None], dtype)
         ref, c = self.reference.astype(dtype), self.polynomial.astype(dtype)
         x = jnp.where(led, P_l @ q - ref[:, 1], 0.0)
         powers = x[:, None] ** np.arange(5)  # 1, x, ..., x^4
