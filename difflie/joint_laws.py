@@ -293,47 +293,59 @@ def impedance(x: Float[Array, " n"], solimp: Float[Array, "n 5"]) -> Float[Array
 
 
 class Actuators(eqx.Module):
-    """MuJoCo's actuators on hinges and slides (MJCF ``<actuator>``: ``motor``, ``position``,
-    ``velocity``, and ``general`` ones of fixed or affine gain and bias without activation
-    dynamics), a ``JointFeedback`` law. Actuator ``k`` drives joint ``joint[k]`` through its
-    gear ``g``: its length ``L = g q`` and velocity ``V = g q_dot``, its control ``u =
-    controls(t)[k]`` (clipped to ``ctrl_range`` where ``ctrl_limited``), its force
+    """MuJoCo's actuators on hinges, slides and fixed tendons (MJCF ``<actuator>``: ``motor``,
+    ``position``, ``velocity``, and ``general`` ones of fixed or affine gain and bias without
+    activation dynamics), a ``JointFeedback`` law. Actuator ``k`` acts along the row ``m_k`` of
+    ``moment`` (its gear ``g`` times the unit row of its joint, or times its tendon's
+    coefficients; ``offset``: ``g`` times a tendon's locked joints' share): its length ``L = m_k
+    . q + offset_k`` and velocity ``V = m_k . q_dot``, its control ``u = controls(t)[k]``
+    (clipped to ``ctrl_range`` where ``ctrl_limited``), its force
 
         F = (a0 + a1 L + a2 V) u + (b0 + b1 L + b2 V)      (``gain``, ``bias``)
 
-    (clipped to ``force_range`` where ``force_limited``) and the joint torque (force) ``g F``; the
-    sum at each joint is clipped to ``joint_range`` where ``joint_limited`` (MJCF
-    ``actuatorfrcrange``). A position servo has the gain ``kp`` and the bias ``(0, -kp, -kv)``, a
-    velocity servo ``kv`` and ``(0, 0, -kv)``, a motor 1 and none. ``controls`` is a signal ``t
-    -> (nu,)`` in the order of ``names`` (a ``difflie.forces.JointTorques``: its constants are
-    leaves, to optimise a control by gradient); the other arrays are leaves too."""
+    (clipped to ``force_range`` where ``force_limited``), and the joints take ``m_k F``; their
+    sums are clipped to ``joint_range`` where ``joint_limited`` (MJCF ``actuatorfrcrange``). A
+    position servo has the gain ``kp`` and the bias ``(0, -kp, -kv)``, a velocity servo ``kv`` and
+    ``(0, 0, -kv)``, a motor 1 and none. ``controls`` is a signal ``t -> (nu,)`` in the order of
+    ``names`` (a ``difflie.forces.JointTorques``: its constants are leaves, to optimise a control
+    by gradient); the other arrays are leaves too. ``joints`` (static): the joints each actuator
+    moves, the nonzero entries of its row of ``moment`` when the actuators are made."""
 
     controls: Callable
+    moment: Float[Array, "nu nj"]
+    offset: Float[Array, " nu"]
     gain: Float[Array, "nu 3"]
     bias: Float[Array, "nu 3"]
-    gear: Float[Array, " nu"]
     ctrl_range: Float[Array, "nu 2"]
     force_range: Float[Array, "nu 2"]
     joint_range: Float[Array, "nj 2"]
-    joint: tuple[int, ...] = eqx.field(static=True)
     ctrl_limited: tuple[bool, ...] = eqx.field(static=True)
     force_limited: tuple[bool, ...] = eqx.field(static=True)
     joint_limited: tuple[bool, ...] = eqx.field(static=True)
-    names: tuple[str, ...] = eqx.field(static=True, default=())
+    names: tuple[str, ...] = eqx.field(static=True)
+    joints: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+
+    def __init__(self, controls, moment, offset, gain, bias, ctrl_range, force_range, joint_range, *, ctrl_limited, force_limited,
+                 joint_limited, names):  # fmt: skip
+        self.controls, self.moment, self.offset, self.gain, self.bias = controls, moment, offset, gain, bias
+        self.ctrl_range, self.force_range, self.joint_range = ctrl_range, force_range, joint_range
+        self.ctrl_limited, self.force_limited, self.joint_limited = tuple(ctrl_limited), tuple(force_limited), tuple(joint_limited)
+        self.names = tuple(names)
+        self.joints = tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in np.asarray(moment) != 0)
 
     def __call__(self, t, q, qd):
         dtype = q.dtype
-        P = jnp.asarray(np.eye(q.shape[0])[np.asarray(self.joint)], dtype)  # (nu, nj) one-hot
-        g = self.gear.astype(dtype)
-        L, V = g * (P @ q), g * (P @ qd)
+        M = self.moment.astype(dtype)
+        L, V = M @ q + self.offset.astype(dtype), M @ qd
         u = _clip(jnp.asarray(self.controls(t), dtype), self.ctrl_range.astype(dtype), self.ctrl_limited)
         a, b = self.gain.astype(dtype), self.bias.astype(dtype)
         F = (a[:, 0] + a[:, 1] * L + a[:, 2] * V) * u + b[:, 0] + b[:, 1] * L + b[:, 2] * V
         F = _clip(F, self.force_range.astype(dtype), self.force_limited)
-        return _clip(P.T @ (g * F), self.joint_range.astype(dtype), self.joint_limited)
+        return _clip(M.T @ F, self.joint_range.astype(dtype), self.joint_limited)
 
-    def coupled_joints(self) -> tuple:
-        return ()
+    def coupled_joints(self) -> tuple[tuple[int, ...], ...]:
+        """The joints of each actuator (a tendon's couple)."""
+        return tuple(g for g in self.joints if len(g) > 1)
 
 
 def _clip(x: Float[Array, " n"], bounds: Float[Array, "n 2"], limited: tuple[bool, ...]) -> Float[Array, " n"]:

@@ -508,8 +508,9 @@ ACTUATED = """<mujoco><compiler angle="radian"/><option timestep="1e-4" integrat
 <motor name="push" joint="j2" gear="3" forcerange="-0.3 0.3"/>
 <velocity name="spin" joint="j3" kv="0.5"/>
 <general name="extra" joint="j2" gaintype="affine" gainprm="1 0.5 0.2" biastype="affine" biasprm="0.1 -3 -0.4"/>
-</actuator></mujoco>"""
-CONTROLS = {"shoulder": 0.8, "push": "0.5*sin(20*t)", "spin": 3.0, "extra": 0.3}
+<position name="pull" tendon="pulley" kp="2" gear="2"/>
+</actuator><tendon><fixed name="pulley"><joint joint="j1" coef="0.2"/><joint joint="j3" coef="0.1"/></fixed></tendon></mujoco>"""
+CONTROLS = {"shoulder": 0.8, "push": "0.5*sin(20*t)", "spin": 3.0, "extra": 0.3, "pull": "0.2*cos(10*t)"}
 
 
 @pytest.fixture(scope="module")
@@ -522,11 +523,14 @@ def actuated_file(tmp_path_factory):
 def test_actuators_follow_mujoco(actuated_file):
     """An arm driven by MJCF actuators through ``controls``: a position servo (gear 2, its
     control clipped by ``ctrlrange``, its torque by the joint's ``actuatorfrcrange``), a motor
-    clipped by ``forcerange`` under a control that is an expression of t, a velocity servo and
-    a general actuator of affine gain and bias on the same slide as the motor. Over 0.3 s
-    (joints moving 0.3-0.9) generalized-alpha follows MuJoCo's RK4 at 1e-4 s (its control set
-    at each step's middle) to 7.8e-6 at h = 1e-3 and 2.3e-6 at 5e-4 (measured). Without
-    ``controls`` the actuators are named in the warning; a control for no actuator is refused."""
+    clipped by ``forcerange`` under a control that is an expression of t, a velocity servo, a
+    general actuator of affine gain and bias on the same slide as the motor, and a position
+    servo on a fixed tendon over two hinges. Over 0.3 s (joints moving 0.3-0.9)
+    generalized-alpha follows MuJoCo's RK4 at 1e-4 s (its control set at each step's middle) to
+    5.0e-6 at h = 1e-3 and 2.7e-6 at 5e-4 (measured; the shoulder's torque clips make the order
+    fall below two), where the tendon's servo alone moves MuJoCo's motion by 0.024. The tendon
+    couples its two hinges' bodies in the iteration matrix. Without ``controls`` the actuators
+    are named in the warning; a control for no actuator is refused."""
     mujoco = pytest.importorskip("mujoco")
     model = dl.load_model(actuated_file, controls=CONTROLS, joint_positions={"j1": -0.3, "j2": 0.05})
     ts = np.linspace(0.0, 0.3, 11)
@@ -538,14 +542,17 @@ def test_actuators_follow_mujoco(actuated_file):
     for k in range(3001):
         if k % 300 == 0:
             q_mj.append(data.qpos.copy())
-        data.ctrl[:] = [0.8, 0.5 * np.sin(20 * (data.time + 5e-5)), 3.0, 0.3]
+        middle = data.time + 5e-5
+        data.ctrl[:] = [0.8, 0.5 * np.sin(20 * middle), 3.0, 0.3, 0.2 * np.cos(10 * middle)]
         mujoco.mj_step(mj, data)
     q_mj = np.array(q_mj)
     assert np.abs(q_mj - q_mj[0]).max(axis=0).min() > 0.25  # every joint moves
     assert np.abs(q - q_mj).max() < 1e-5
-    with pytest.warns(RobotModelWarning, match=r"actuators \(4; controls=\{name: value\} drives them"):
+    (law,) = [f.law for f in model.forces if isinstance(getattr(f, "law", None), dl.joint_laws.Actuators)]
+    assert law.coupled_joints() == ((0, 2),) and undeclared_couplings(model) == set()
+    with pytest.warns(RobotModelWarning, match=r"actuators \(5; controls=\{name: value\} drives them"):
         dl.load_model(actuated_file)
-    with pytest.raises(ValueError, match=r"controls names unknown actuators \['elbow'\]; the modelled actuators are \['shoulder', 'push', 'spin', 'extra'\]"):
+    with pytest.raises(ValueError, match=r"controls names unknown actuators \['elbow'\]; the modelled actuators are \['shoulder', 'push', 'spin', 'extra', 'pull'\]"):
         dl.load_model(actuated_file, controls={"elbow": 1.0})
 
 

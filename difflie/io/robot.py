@@ -48,10 +48,10 @@ From the compiled body tree:
   a joint's position a polynomial of another's) hold as softly as MuJoCo holds them
   (``JointCouplings``, from ``solref`` and ``solimp``), and a follower that
   ``joint_positions`` / ``joint_velocities`` leave out starts on its coupling;
-- with ``controls``, an MJCF file's actuators on hinges and slides (``motor``, ``position``,
-  ``velocity``, ``general`` without activation dynamics) drive their joints as MuJoCo's do
-  (``Actuators``: gear, gain and bias, control and force ranges, the joints'
-  ``actuatorfrcrange``);
+- with ``controls``, an MJCF file's actuators on hinges, slides and fixed tendons
+  (``motor``, ``position``, ``velocity``, ``general`` without activation dynamics) drive their
+  joints as MuJoCo's do (``Actuators``: gear, gain and bias, control and force ranges, the
+  joints' ``actuatorfrcrange``);
 - what is not modelled (joint and tendon limits, friction and joint couplings unless asked,
   actuators without ``controls`` and those of other transmissions or dynamics, contacts,
   spatial tendons and the armature of fixed ones, tendon equalities, inactive equality
@@ -90,7 +90,7 @@ ROBOT_EXTENSIONS = (".urdf", ".xml")
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _CONNECT, _WELD, _JOINT = 0, 1, 2  # mjtEq
 _WRAP_JOINT = 1  # mjtWrap
-_TRN_JOINT = 0  # mjtTrn
+_TRN_JOINT, _TRN_TENDON = 0, 3  # mjtTrn
 _SITE = 6  # mjtObj
 _KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
 
@@ -399,12 +399,12 @@ def load_robot(
     MJCF ``<equality><joint>``) as softly as MuJoCo does (``difflie.joint_laws.JointCouplings``)
     and starts a follower that ``joint_positions`` leaves out on its coupling; ``False`` names
     them in the warning (Pinocchio's URDF reader also leaves mimics out unless asked).
-    ``controls``: the MJCF file's actuators on hinges and slides (``motor``, ``position``,
-    ``velocity``, ``general`` without activation dynamics; ``difflie.joint_laws.Actuators``)
-    act, with these controls: ``{actuator name: number, expression of t or function of t}``
-    (others 0, as MuJoCo's ``ctrl``) or one function ``t -> (n_actuators,)`` in the file's
-    order of those actuators; ``None`` (the default) leaves the actuators out and names them in
-    the warning. ``base_pose``: the world pose
+    ``controls``: the MJCF file's actuators on hinges, slides and fixed tendons (``motor``,
+    ``position``, ``velocity``, ``general`` without activation dynamics;
+    ``difflie.joint_laws.Actuators``) act, with these controls: ``{actuator name: number,
+    expression of t or function of t}`` (others 0, as MuJoCo's ``ctrl``) or one function ``t ->
+    (n_actuators,)`` in the file's order of those actuators; ``None`` (the default) leaves the
+    actuators out and names them in the warning. ``base_pose``: the world pose
     of the root link (4x4 matrix, ``(x, y, z, qw, qx, qy, qz)`` or ``(position, quaternion or
     rotation)``), ``base_velocity``: ``(v, omega)`` of a floating base, ``v`` the world velocity
     of its link-frame origin and ``omega`` its angular velocity in its own axes (MuJoCo's free
@@ -702,7 +702,7 @@ def load_robot(
     coupling = _joint_couplings(m, couplings, jinfo, welded) if couplings else None
     if coupling is not None:
         laws.append(coupling)
-    actuators = _actuators(m, controls, jinfo) if controls is not None else None
+    actuators = _actuators(m, controls, jinfo, welded) if controls is not None else None
     if actuators is not None:
         laws.append(actuators)
     if laws:
@@ -1046,20 +1046,42 @@ def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, fl
 
 
 def _drives_a_joint(m, a: int) -> bool:
-    """Whether actuator ``a`` is one ``Actuators`` models: on a hinge or slide, without
-    activation dynamics, its gain fixed or affine and its bias none or affine."""
-    return (int(m.actuator_trntype[a]) == _TRN_JOINT and m.jnt_type[m.actuator_trnid[a, 0]] in (_HINGE, _SLIDE)
-            and int(m.actuator_dyntype[a]) == 0 and int(m.actuator_gaintype[a]) in (0, 1) and int(m.actuator_biastype[a]) in (0, 1))  # fmt: skip
+    """Whether actuator ``a`` is one ``Actuators`` models: on a hinge, a slide or a fixed
+    tendon, without activation dynamics, its gain fixed or affine and its bias none or affine."""
+    trn, target = int(m.actuator_trntype[a]), int(m.actuator_trnid[a, 0])
+    moves = (trn == _TRN_JOINT and m.jnt_type[target] in (_HINGE, _SLIDE)) or (trn == _TRN_TENDON and _is_fixed(m, target))
+    return moves and int(m.actuator_dyntype[a]) == 0 and int(m.actuator_gaintype[a]) in (0, 1) and int(m.actuator_biastype[a]) in (0, 1)
 
 
-def _actuators(m, controls, jinfo: list[dict]) -> Actuators | None:
-    """``Actuators`` of the file's actuators that drive movable hinges and slides (those on
-    locked joints do nothing; ``None``: none left), their controls from ``controls``."""
+def _actuators(m, controls, jinfo: list[dict], locked: dict[str, float]) -> Actuators | None:
+    """``Actuators`` of the file's actuators that move movable hinges and slides, directly or
+    through a fixed tendon (a locked joint's share of a tendon is a constant; an actuator that
+    moves only locked joints does nothing; ``None``: none left), their controls from
+    ``controls``."""
     import mujoco
 
     column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
     names = _names(m, mujoco.mjtObj.mjOBJ_ACTUATOR, m.nu)
-    rows = [a for a in range(m.nu) if _drives_a_joint(m, a) and int(m.actuator_trnid[a, 0]) in column]
+    moment, offset, rows = [], [], []
+    for a in range(m.nu):
+        if not _drives_a_joint(m, a):
+            continue
+        target, gear = int(m.actuator_trnid[a, 0]), float(m.actuator_gear[a, 0])
+        row, shift = np.zeros(len(jinfo)), 0.0
+        if int(m.actuator_trntype[a]) == _TRN_JOINT:
+            pairs = [(target, 1.0)]
+        else:
+            adr = m.tendon_adr[target]
+            pairs = [(int(m.wrap_objid[w]), float(m.wrap_prm[w])) for w in range(adr, adr + m.tendon_num[target])]
+        for j, coef in pairs:
+            if j in column:
+                row[column[j]] += gear * coef
+            else:
+                shift += gear * coef * locked.get(m.joint(j).name, 0.0)
+        if np.any(row != 0):
+            rows.append(a)
+            moment.append(row)
+            offset.append(shift)
     used = [names[a] for a in rows]
     if callable(controls) and not isinstance(controls, Mapping):
         signal = _checked(controls, f"controls (one function of t for the actuators {used})", (len(used),))
@@ -1078,13 +1100,11 @@ def _actuators(m, controls, jinfo: list[dict]) -> Actuators | None:
     gain = np.array([m.actuator_gainprm[a, :3] * ((1, 1, 1) if m.actuator_gaintype[a] == 1 else (1, 0, 0)) for a in rows], float)
     bias = np.array([m.actuator_biasprm[a, :3] * (m.actuator_biastype[a] == 1) for a in rows], float)
     joints = [ji["joint"] for ji in jinfo]
+    arrays = (np.array(moment), np.array(offset), gain, bias, m.actuator_ctrlrange[rows], m.actuator_forcerange[rows], m.jnt_actfrcrange[joints])
     return Actuators(
-        signal, jnp.asarray(gain), jnp.asarray(bias),
-        jnp.asarray(np.asarray(m.actuator_gear[rows, 0], float)), jnp.asarray(np.asarray(m.actuator_ctrlrange[rows], float)),
-        jnp.asarray(np.asarray(m.actuator_forcerange[rows], float)), jnp.asarray(np.asarray(m.jnt_actfrcrange[joints], float)),
-        joint=tuple(column[int(m.actuator_trnid[a, 0])] for a in rows), ctrl_limited=tuple(bool(m.actuator_ctrllimited[a]) for a in rows),
-        force_limited=tuple(bool(m.actuator_forcelimited[a]) for a in rows), joint_limited=tuple(bool(m.jnt_actfrclimited[j]) for j in joints),
-        names=tuple(used),
+        signal, *(jnp.asarray(np.asarray(x, float)) for x in arrays),
+        ctrl_limited=[bool(m.actuator_ctrllimited[a]) for a in rows], force_limited=[bool(m.actuator_forcelimited[a]) for a in rows],
+        joint_limited=[bool(m.jnt_actfrclimited[j]) for j in joints], names=used,
     )  # fmt: skip
 
 
