@@ -337,20 +337,32 @@ def _panda(actuated: bool, moving: bool = True):
 
 
 @functools.cache
-def _pinocchio_reference(actuated: bool, t1: float, moving: bool = True, h: float = 1e-4, every: int = 100):
+def _pinocchio_reference(actuated: bool, t1: float, moving: bool = True, h: float = 1e-4, every: int = 100, mimic: bool = False):
     """Pinocchio ABA + RK4 at step ``h``: times and joint positions every ``every`` steps.
-    URDF damping enters as ``tau - D v`` (Pinocchio's ABA leaves ``model.damping`` to the caller)."""
+    URDF damping enters as ``tau - D v`` (Pinocchio's ABA leaves ``model.damping`` to the caller).
+    ``mimic``: the second finger held on the first by the URDF's mimic (Pinocchio's mimic joint,
+    eight coordinates; ``M(q) q_ddot = tau - b`` by CRBA, which takes mimics where ABA does not),
+    both fingers' torques and dampings on the one coordinate; the second finger's positions are
+    the first's."""
     pm = pin.buildModelFromUrdf(PANDA)
-    pd = pm.createData()
-    names = list(pm.names)[1:]
-    damping = np.asarray(pm.damping)
+    names, damping = list(pm.names)[1:], np.asarray(pm.damping)
     amp = AMPLITUDE if actuated else np.zeros(9)
+    if mimic:  # finger2 = finger1: generalised forces on finger1's coordinate add up
+        pm, fold = pin.buildModelFromUrdf(PANDA, mimic=True), np.eye(9)[:8] + np.eye(9)[8] * (np.arange(8) == 7)[:, None]
+    else:
+        fold = np.eye(9)
+    pd = pm.createData()
 
     def acc(t, q, v):
-        return pin.aba(pm, pd, q, v, amp * np.sin(OMEGA * t + PHASE) - damping * v)
+        tau = fold @ (amp * np.sin(OMEGA * t + PHASE)) - (fold @ damping) * v
+        if not mimic:
+            return pin.aba(pm, pd, q, v, tau)
+        M = pin.crba(pm, pd, q)
+        return np.linalg.solve(np.triu(M) + np.triu(M, 1).T, tau - pin.nonLinearEffects(pm, pd, q, v))
 
-    q = np.array([PANDA_Q0[n] for n in names])
-    v = np.array([PANDA_QD0.get(n, 0.0) if moving else 0.0 for n in names])
+    keep = np.eye(9)[: fold.shape[0]]  # the coordinates: the first finger's stands for both
+    q = keep @ np.array([PANDA_Q0[n] for n in names])
+    v = keep @ np.array([PANDA_QD0.get(n, 0.0) if moving else 0.0 for n in names])
     n = int(round(t1 / h))
     qs = [q]
     for i in range(n):
@@ -363,7 +375,7 @@ def _pinocchio_reference(actuated: bool, t1: float, moving: bool = True, h: floa
         v = v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
         if (i + 1) % every == 0:
             qs.append(q)
-    return np.arange(len(qs)) * every * h, np.array(qs), names
+    return np.arange(len(qs)) * every * h, np.array(qs) @ fold, names
 
 
 def _difflie_run(model, solver, t1, h, ts):
@@ -498,6 +510,36 @@ def test_panda_backward_euler_converges_to_pinocchio():
 
 
 @needs_pinocchio
+@needs_pinocchio
+def test_panda_mimic_finger_matches_pinocchios_mimic_joint():
+    """The Panda's URDF makes its second finger mimic the first. With ``joint_couplings=True``
+    (the second finger placed on the first by the loader) the driven Panda follows Pinocchio's
+    model with the mimic joint (the fingers one coordinate, CRBA, RK4 at 1e-4 s) over 0.2 s to
+    1.7e-5 rad at the arm and 1.5e-4 m at the fingers, the lag of a coupling as soft as MuJoCo's
+    (the file's mimic takes MuJoCo's default ``solref``, 0.02 s); with the time constant halved,
+    4.8e-6 rad and 4.6e-5 m, a third. Without the coupling the fingers part: 2.4e-2 m off."""
+    t1 = 0.2
+    ts, q_ref, names = _pinocchio_reference(True, t1, mimic=True)
+    q0 = {k: v for k, v in PANDA_Q0.items() if k != "panda_finger_joint2"}
+    signal = Sinusoids(jnp.asarray(AMPLITUDE), jnp.asarray(OMEGA), jnp.asarray(PHASE))
+    model = _load(PANDA, joint_positions=q0, joint_velocities=PANDA_QD0, joint_torques=signal, joint_couplings=True)
+    assert model.joint_names == tuple(names) and model.joints.initial[8] == q0["panda_finger_joint1"]
+    run = dl.xla.jit(lambda m: dl.joint_coordinates(m, dl.simulate(m, dl.GeneralizedAlpha(), 0.0, t1, GA_STEP_FAST, saveat=dl.SaveAt(ts=ts))))
+    law = model.forces[-1].law
+    assert isinstance(law, dl.joint_laws.JointCouplings)
+    errors = []
+    for stiffer in (1.0, 2.0):  # the time constant over stiffer: k * stiffer^2, b * stiffer
+        stiffened = eqx.tree_at(lambda m: (m.forces[-1].law.stiffness, m.forces[-1].law.damping), model,
+                                (law.stiffness * stiffer**2, law.damping * stiffer))  # fmt: skip
+        err = np.abs(np.asarray(run(stiffened)) - q_ref)
+        errors.append((err[:, :7].max(), err[:, 7:].max()))
+    assert errors[0][0] < 3e-5 and errors[0][1] < 3e-4, errors
+    assert errors[1][1] < 0.4 * errors[0][1], errors
+    apart = _load(PANDA, joint_positions=dict(q0, panda_finger_joint2=q0["panda_finger_joint1"]), joint_velocities=PANDA_QD0,
+                  joint_torques=signal)  # fmt: skip
+    assert np.abs(_difflie_run(apart, dl.GeneralizedAlpha(), t1, GA_STEP_FAST, ts) - q_ref)[:, 7:].max() > 1e-2
+
+
 @pytest.mark.slow
 def test_panda_one_second_passive():
     """Slow (32000 steps): the Panda released at rest from the bent pose, passive, over 1 s.
