@@ -11,6 +11,8 @@ not an element.
 
 from __future__ import annotations
 
+import itertools
+
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -329,24 +331,35 @@ class JointForce(AbstractForce):
 
 
 class JointInertia(AbstractForce):
-    """Rotor inertia of 1-DOF joints (MuJoCo's ``armature``): the kinetic energy
-    ``sum_k I_k q_dot_k^2 / 2`` of the joint rates, so the joint torque ``u_k = -I_k q_ddot_k``
-    (the same ``I_k`` added to the diagonal of the joint-space mass matrix).
+    """Rotor inertias of 1-DOF joints (MuJoCo's ``armature``) and of fixed tendons (a tendon's
+    ``armature``, along its rate): the kinetic energy ``sum_k I_k (c_k . q_dot)^2 / 2`` over the
+    rows ``c_k`` of ``coefficients`` (``None``: one unit row per joint, ``I_k q_dot_k^2 / 2``),
+    so the joints take the torques ``u = -C^T (I (C q_ddot))`` (``C^T I C`` added to the
+    joint-space mass matrix; the diagonal ``I_k`` for joints).
 
     ``joints`` holds the joints' geometry (a ``JointForce``, whose own torque and damping are not
     used); ``q_ddot = d/dt q_dot`` along the motion, by a forward derivative of
     ``joints.joint_rates``. It is a force that depends on the accelerations: the implicit
     solvers take it in their Newton-Euler rows (``Model.newton_euler``), and with it the
-    coupling of each joint's two bodies in the iteration matrix.
+    coupling of each joint's two bodies in the iteration matrix, and of all the bodies of a
+    tendon's joints (``groups``, static: the nonzero entries of each row of ``coefficients`` when
+    it is made).
     """
 
     joints: JointForce
-    inertia: Float[Array, " nj"]
+    inertia: Float[Array, " n"]
+    coefficients: Float[Array, "n nj"] | None
+    groups: tuple[tuple[int, ...], ...] = eqx.field(static=True)
 
     accelerated: ClassVar[bool] = True
 
+    def __init__(self, joints: JointForce, inertia, coefficients=None):
+        self.joints, self.inertia, self.coefficients = joints, inertia, coefficients
+        rows = () if coefficients is None else np.asarray(coefficients) != 0
+        self.groups = tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in rows)
+
     def coupling(self) -> tuple[tuple[int, int], ...]:
-        return self.joints.coupling()
+        return self.joints.coupling() + joint_group_pairs(self.joints.parent, self.joints.child, self.groups)
 
     def __call__(self, t, r, R, rdot, omega):
         return jnp.zeros_like(r), jnp.zeros_like(r)
@@ -359,10 +372,28 @@ class JointInertia(AbstractForce):
             return (R_ext, a, s, lever_p), qdot
 
         (geometry, _), (_, qddot) = jax.jvp(kinematics, (r, R, rdot, omega), tangents)
-        return self.joints._wrenches(r, R, geometry, -self.inertia.astype(r.dtype) * qddot)
+        inertia = self.inertia.astype(r.dtype)
+        if self.coefficients is None:
+            return self.joints._wrenches(r, R, geometry, -inertia * qddot)
+        C = self.coefficients.astype(r.dtype)
+        return self.joints._wrenches(r, R, geometry, -C.T @ (inertia * (C @ qddot)))
 
     def kinetic_energy(self, r, R, rdot, omega):
-        return 0.5 * jnp.sum(self.inertia.astype(r.dtype) * self.joints.joint_rates(r, R, rdot, omega) ** 2)
+        rates = self.joints.joint_rates(r, R, rdot, omega)
+        if self.coefficients is not None:
+            rates = self.coefficients.astype(r.dtype) @ rates
+        return 0.5 * jnp.sum(self.inertia.astype(r.dtype) * rates**2)
+
+
+def joint_group_pairs(parent: tuple[int, ...], child: tuple[int, ...], groups) -> tuple[tuple[int, int], ...]:
+    """Every two bodies (not the ground) of the joints of each group: the body pairs that a law
+    or inertia tying those joints together couples (joint ``k`` moves ``child[k]`` relative to
+    ``parent[k]``)."""
+    pairs = []
+    for group in groups:
+        bodies = sorted({b for k in group for b in (parent[k], child[k]) if b >= 0})
+        pairs += itertools.combinations(bodies, 2)
+    return tuple(pairs)
 
 
 class BallSpring(AbstractForce):

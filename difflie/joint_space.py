@@ -33,7 +33,6 @@ turns sampled joint torques into the ``t -> u`` signal that ``joint_torques`` ta
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import equinox as eqx
@@ -43,7 +42,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .body import RigidBody
-from .forces import AbstractForce, BallSpring, JointForce, JointInertia
+from .forces import AbstractForce, BallSpring, JointForce, JointInertia, joint_group_pairs
 from .hinges import HingeGroups, turn
 from .joint_laws import coupled_joints
 from .lie import SO3, cross
@@ -384,11 +383,7 @@ class JointFeedback(AbstractForce):
         groups = coupled_joints(self.law)
         if groups is None:
             groups = (range(len(self.joint.parent)),)
-        pairs = []
-        for group in groups:
-            bodies = sorted({b for k in group for b in (self.joint.parent[k], self.joint.child[k]) if b >= 0})
-            pairs += itertools.combinations(bodies, 2)
-        return self.joint.coupling() + tuple(pairs)
+        return self.joint.coupling() + joint_group_pairs(self.joint.parent, self.joint.child, groups)
 
     def __call__(self, t, r, R, rdot, omega):
         q = _coordinates(self.space, self.com, BodyState(r, R, rdot, omega))

@@ -318,6 +318,31 @@ def test_fixed_tendon_follows_mujoco():
     np.testing.assert_allclose(locked.coefficients, [[1.0, -0.5]])
 
 
+def test_tendon_armature_follows_mujoco(tmp_path):
+    """The fixed tendon with a rotor inertia along its length (``armature``: ``A^T I A`` added
+    to the joint-space mass matrix, ``difflie.forces.JointInertia`` with the tendon's
+    coefficients): generalized-alpha at h = 1e-3 follows MuJoCo's RK4 at 1e-4 s over 0.3 s to
+    7.0e-6 (measured), where the armature alone moves MuJoCo's motion by 0.12; the tendon's
+    three joints' bodies are coupled in the iteration matrix."""
+    mujoco = pytest.importorskip("mujoco")
+    path = tmp_path / "geared.xml"
+    path.write_text(pathlib.Path(TENDON).read_text().replace('springlength="0.1 0.5"', 'springlength="0.1 0.5" armature="0.05"'))
+    q0, t1 = {"j1": 0.3, "j2": -0.5, "j3": 0.05}, 0.3
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    q_mj = mujoco_rollout(mj, int(round(t1 / 1e-4)), 500, list(q0.values()))
+    mj.tendon_armature[:] = 0.0
+    moves = np.abs(mujoco_rollout(mj, int(round(t1 / 1e-4)), 500, list(q0.values())) - q_mj).max()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing left unmodelled
+        model = dl.load_model(str(path), joint_positions=q0)
+    (geared,) = [f for f in model.forces if f.accelerated]
+    np.testing.assert_allclose(geared.coefficients, [[1.0, -0.5, 2.0]])
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, t1, 1e-3, saveat=dl.SaveAt(ts=jnp.linspace(0.0, t1, len(q_mj))))
+    error = np.abs(np.asarray(dl.joint_coordinates(model, sol)) - q_mj).max()
+    assert error < 1e-5 and moves > 0.1
+    assert undeclared_couplings(model) == set() and {(0, 2)} <= set(geared.coupling())
+
+
 @pytest.mark.parametrize(
     "attributes, message",
     [

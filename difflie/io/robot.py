@@ -43,7 +43,8 @@ From the compiled body tree:
   that creep as MuJoCo's soft friction does;
 - the springs and dampers of fixed tendons (MJCF ``<tendon><fixed>``: a length that is a linear
   combination of joint coordinates) act on their joints as MuJoCo applies them (``Tendons``),
-  and with ``joint_limits`` / ``joint_friction`` their limits and friction as the joints';
+  their ``armature`` as a rotor inertia along their length (``JointInertia``), and with
+  ``joint_limits`` / ``joint_friction`` their limits and friction as the joints';
 - with ``joint_couplings=True``, joint couplings (URDF ``mimic``, MJCF ``<equality><joint>``:
   a joint's position a polynomial of another's) hold as softly as MuJoCo holds them
   (``JointCouplings``, from ``solref`` and ``solimp``), and a follower that
@@ -54,8 +55,8 @@ From the compiled body tree:
   joints' ``actuatorfrcrange``);
 - what is not modelled (joint and tendon limits, friction and joint couplings unless asked,
   actuators without ``controls`` and those of other transmissions or dynamics, contacts,
-  spatial tendons and the armature of fixed ones, tendon equalities, inactive equality
-  constraints) is named in one ``RobotModelWarning``.
+  spatial tendons, tendon equalities, inactive equality constraints) is named in one
+  ``RobotModelWarning``.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -284,7 +285,6 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
                      0 if joint_limits else sum(int(m.tendon_limited[k]) for k in fixed)),
                     ("tendon friction" + ("" if joint_friction else " (joint_friction=True enforces it)"),
                      0 if joint_friction else sum(int(m.tendon_frictionloss[k] > 0) for k in fixed)),
-                    ("tendon armature", sum(int(m.tendon_armature[k] > 0) for k in fixed)),
                     ("nonlinear or plastic tendon springs", sum(int(np.any(m.tendon_stiffnesspoly[k] != 0) or np.any(m.tendon_dampingpoly[k] != 0)
                                                                    or m.tendon_plasticadr[k] >= 0) for k in fixed))):  # fmt: skip
         if n:
@@ -711,6 +711,9 @@ def load_robot(
     armature = np.array([ji["armature"] for ji in jinfo])
     if np.any(armature != 0):
         forces.append(JointInertia(JointForce(**geometry), jnp.asarray(armature)))
+    geared = _tendon_inertia(m, jinfo)
+    if geared is not None:
+        forces.append(JointInertia(JointForce(**geometry), *geared))
     forces += _ball_forces(binfo, com)
     if ball_torque is not None:
         forces.append(BallTorque(tuple(bi["parent"] for bi in binfo), tuple(bi["child"] for bi in binfo), ball_torque))
@@ -800,7 +803,6 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
     are welded at (``locked``: name -> position); their springs and dampers (``TendonSpring``),
     and with ``joint_limits`` / ``joint_friction`` their limits and friction, as the joints'
     (at the tendon's inertia ``1 / tendon_invweight0``)."""
-    column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
 
     def acts(k):
         return (m.tendon_stiffness[k] > 0 or m.tendon_damping[k] > 0 or (joint_limits and m.tendon_limited[k])
@@ -809,14 +811,7 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
     rows = [k for k in range(m.ntendon) if _is_fixed(m, k) and acts(k)]
     if not rows:
         return None
-    A, offset = np.zeros((len(rows), len(jinfo))), np.zeros(len(rows))
-    for r, k in enumerate(rows):
-        for w in range(m.tendon_adr[k], m.tendon_adr[k] + m.tendon_num[k]):
-            j, coef = int(m.wrap_objid[w]), float(m.wrap_prm[w])
-            if j in column:
-                A[r, column[j]] += coef
-            else:  # a locked joint
-                offset[r] += coef * locked[m.joint(j).name]
+    A, offset = _tendon_rows(m, rows, jinfo, locked)
     laws = [TendonSpring(*(jnp.asarray(np.asarray(x, float)) for x in (m.tendon_stiffness[rows], m.tendon_damping[rows],
                                                                     m.tendon_lengthspring[rows, 0], m.tendon_lengthspring[rows, 1])))]  # fmt: skip
     inertia = [1.0 / float(m.tendon_invweight0[k]) for k in rows]
@@ -830,6 +825,32 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
                                 f"{path}: tendon {m.tendon(k).name or k!r}") for k, i in zip(rows, inertia)]  # fmt: skip
         laws.append(_stacked_friction(values))
     return Tendons(jnp.asarray(A), jnp.asarray(offset), laws[0] if len(laws) == 1 else JointLaws(tuple(laws)))
+
+
+def _tendon_rows(m, rows: list[int], jinfo: list[dict], locked: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """The coefficients ``A`` of fixed tendons ``rows`` over the movable joints, and their
+    locked joints' share of the lengths at the positions they are welded at (``locked``)."""
+    column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
+    A, offset = np.zeros((len(rows), len(jinfo))), np.zeros(len(rows))
+    for r, k in enumerate(rows):
+        for w in range(m.tendon_adr[k], m.tendon_adr[k] + m.tendon_num[k]):
+            j, coef = int(m.wrap_objid[w]), float(m.wrap_prm[w])
+            if j in column:
+                A[r, column[j]] += coef
+            else:  # a locked joint
+                offset[r] += coef * locked.get(m.joint(j).name, 0.0)
+    return A, offset
+
+
+def _tendon_inertia(m, jinfo: list[dict]) -> tuple | None:
+    """``(inertia, coefficients)`` of the fixed tendons' ``armature`` over the movable joints
+    (``JointInertia``; ``None``: none has one, or none moves)."""
+    rows = [k for k in range(m.ntendon) if _is_fixed(m, k) and m.tendon_armature[k] > 0]
+    A = _tendon_rows(m, rows, jinfo, {})[0] if rows else np.zeros((0, len(jinfo)))
+    moving = np.any(A != 0, axis=1)
+    if not moving.any():
+        return None
+    return jnp.asarray(np.asarray(m.tendon_armature[rows], float)[moving]), jnp.asarray(A[moving])
 
 
 def _inverse_mass(m) -> np.ndarray:
@@ -1067,17 +1088,13 @@ def _actuators(m, controls, jinfo: list[dict], locked: dict[str, float]) -> Actu
         if not _drives_a_joint(m, a):
             continue
         target, gear = int(m.actuator_trnid[a, 0]), float(m.actuator_gear[a, 0])
-        row, shift = np.zeros(len(jinfo)), 0.0
         if int(m.actuator_trntype[a]) == _TRN_JOINT:
-            pairs = [(target, 1.0)]
+            row, shift = np.zeros(len(jinfo)), 0.0
+            if target in column:
+                row[column[target]] = gear
         else:
-            adr = m.tendon_adr[target]
-            pairs = [(int(m.wrap_objid[w]), float(m.wrap_prm[w])) for w in range(adr, adr + m.tendon_num[target])]
-        for j, coef in pairs:
-            if j in column:
-                row[column[j]] += gear * coef
-            else:
-                shift += gear * coef * locked.get(m.joint(j).name, 0.0)
+            A, shares = _tendon_rows(m, [target], jinfo, locked)
+            row, shift = gear * A[0], gear * shares[0]
         if np.any(row != 0):
             rows.append(a)
             moment.append(row)
