@@ -355,8 +355,7 @@ class JointInertia(AbstractForce):
 
     def __init__(self, joints: JointForce, inertia, coefficients=None):
         self.joints, self.inertia, self.coefficients = joints, inertia, coefficients
-        rows = () if coefficients is None else np.asarray(coefficients) != 0
-        self.groups = tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in rows)
+        self.groups = () if coefficients is None else nonzero_columns(coefficients)
 
     def coupling(self) -> tuple[tuple[int, int], ...]:
         return self.joints.coupling() + joint_group_pairs(self.joints.parent, self.joints.child, self.groups)
@@ -383,6 +382,12 @@ class JointInertia(AbstractForce):
         if self.coefficients is not None:
             rates = self.coefficients.astype(r.dtype) @ rates
         return 0.5 * jnp.sum(self.inertia.astype(r.dtype) * rates**2)
+
+
+def nonzero_columns(matrix) -> tuple[tuple[int, ...], ...]:
+    """The columns of the nonzero entries of each row of a (concrete) matrix: the joints that
+    each row of joint coefficients moves."""
+    return tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in np.asarray(matrix) != 0)
 
 
 def joint_group_pairs(parent: tuple[int, ...], child: tuple[int, ...], groups) -> tuple[tuple[int, int], ...]:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .forces import AbstractForce, _couples, _parent_rotations, _parent_rows
+from .forces import AbstractForce, _couples, _parent_rotations, _parent_rows, nonzero_columns
 from .lie import SO3
 from .lie.ops import mm, mtv, mv
 
@@ -192,7 +192,7 @@ class Tendons(eqx.Module):
 
     def __init__(self, coefficients, offset, law):
         self.coefficients, self.offset, self.law = coefficients, offset, law
-        self.joints = tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in np.asarray(coefficients) != 0)
+        self.joints = nonzero_columns(coefficients)
 
     def __call__(self, t, q, qd):
         A = self.coefficients.astype(q.dtype)
@@ -331,7 +331,7 @@ class Actuators(eqx.Module):
         self.ctrl_range, self.force_range, self.joint_range = ctrl_range, force_range, joint_range
         self.ctrl_limited, self.force_limited, self.joint_limited = tuple(ctrl_limited), tuple(force_limited), tuple(joint_limited)
         self.names = tuple(names)
-        self.joints = tuple(tuple(int(k) for k in np.flatnonzero(row)) for row in np.asarray(moment) != 0)
+        self.joints = nonzero_columns(moment)
 
     def __call__(self, t, q, qd):
         dtype = q.dtype
