@@ -12,7 +12,6 @@ not an element.
 from __future__ import annotations
 
 import itertools
-
 from collections.abc import Callable
 from typing import Any, ClassVar
 

@@ -429,7 +429,8 @@ def test_coupled_pendulums_approach_the_rigid_coupling_and_mujoco(tmp_path):
     as the coupling's time constant halves, difflie's motion (generalized-alpha, h = 1e-3, from
     ``q1 = 0.3`` with the follower placed on its coupling) approaches the rigid coupling (the
     one-degree-of-freedom Lagrangian ``(I1 + I2 p'^2) q1'' + I2 p' p'' q1'^2 = -dV/dq1``, DOP853)
-    and MuJoCo's soft equality (RK4, 1e-4 s), both by about tc^2, over 0.5 s."""
+    and MuJoCo's soft equality (RK4, 1e-4 s), both by about tc^2, over 0.5 s. A ``solref``
+    without stiffness is refused."""
     mujoco = pytest.importorskip("mujoco")
     poly = np.array([0.05, 1.5, 0.3])
     p = lambda x: poly[0] + poly[1] * x + poly[2] * x**2  # noqa: E731
@@ -459,6 +460,10 @@ def test_coupled_pendulums_approach_the_rigid_coupling_and_mujoco(tmp_path):
         to_rigid.append(np.abs(q - reference).max())
         to_mujoco.append(np.abs(q - q_mj).max())
     assert to_rigid[0] < 3e-3 and to_mujoco[0] < 1e-3
+    stiffless = tmp_path / "stiffless.xml"
+    stiffless.write_text(coupled_pendulums_xml(0, 1e-4))  # solref (0, 1): no stiffness
+    with pytest.raises(dl.ModelFileError, match=re.escape("joint coupling 'equality0': its solref (0, 1) gives no stiffness > 0")):
+        dl.load_model(str(stiffless), joint_couplings=True)
     assert all(a > 3.0 * b for a, b in zip(to_rigid, to_rigid[1:])), to_rigid
     assert all(a > 3.0 * b for a, b in zip(to_mujoco, to_mujoco[1:])), to_mujoco
 

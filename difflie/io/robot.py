@@ -699,7 +699,7 @@ def load_robot(
         laws.append(tendons)
     if any(ji["friction"] is not None for ji in jinfo):
         laws.append(_stacked_friction([ji["friction"] for ji in jinfo]))
-    coupling = _joint_couplings(m, couplings, jinfo, welded) if couplings else None
+    coupling = _joint_couplings(m, couplings, jinfo, welded, path) if couplings else None
     if coupling is not None:
         laws.append(coupling)
     actuators = _actuators(m, controls, jinfo, welded) if controls is not None else None
@@ -746,14 +746,24 @@ def _limit_law(solref, solimp, lower: float, upper: float, inertia: float, what:
     MuJoCo's direct ``(-k, -b)`` per unit inertia), at the ``inertia`` it moves, and the width of
     its ``solimp``. A softness without a positive stiffness and a damping >= 0 raises a
     ``ModelFileError`` naming ``what`` (MuJoCo's compiler refuses reversed ranges itself)."""
+    k, b = _solref_gains(solref, 1.0, f"{what}: its limit's")
+    return lower, upper, inertia * k, inertia * b, float(solimp[2])
+
+
+def _solref_gains(solref, dmax: float, what: str) -> tuple[float, float]:
+    """MuJoCo's stiffness and damping per unit inertia of a soft constraint's reference
+    acceleration, from its ``solref``: a time constant and damping ratio ``(tc, zeta)`` give
+    ``1 / (dmax tc zeta)^2`` and ``2 / (dmax tc)``, both negative the direct ``-tc / dmax^2``
+    and ``-zeta / dmax`` (``dmax``: the impedance they are scaled by). A ``solref`` without a
+    positive stiffness and a damping >= 0 raises a ``ModelFileError`` that ``what`` begins."""
     tc, zeta = (float(x) for x in solref)
     if tc > 0 and zeta <= 0:
-        raise ModelFileError(f"{what}: its limit's solref ({tc:g}, {zeta:g}) has a time constant but no damping ratio > 0")
-    k, b = (-tc, -zeta) if tc <= 0 else (1.0 / (tc * zeta) ** 2, 2.0 / tc)
+        raise ModelFileError(f"{what} solref ({tc:g}, {zeta:g}) has a time constant but no damping ratio > 0")
+    k, b = (-tc / dmax**2, -zeta / dmax) if tc <= 0 else (1.0 / (dmax * tc * zeta) ** 2, 2.0 / (dmax * tc))
     if not (k > 0 and b >= 0):
-        raise ModelFileError(f"{what}: its limit's solref ({tc:g}, {zeta:g}) gives no stiffness > 0 and damping >= 0 "
+        raise ModelFileError(f"{what} solref ({tc:g}, {zeta:g}) gives no stiffness > 0 and damping >= 0 "
                              "(a time constant and damping ratio > 0, or both negative: -stiffness, -damping)")  # fmt: skip
-    return lower, upper, inertia * k, inertia * b, float(solimp[2])
+    return k, b
 
 
 def _friction_law(friction: float, solref, solimp, inertia: float, what: str) -> tuple[float, float]:
@@ -1030,11 +1040,12 @@ def _follow(m, couplings: list, q_of: dict, qd_of: dict, locked: list[str]) -> N
             qd_of.setdefault(name_f, slope * rate)
 
 
-def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, float]) -> JointCouplings | None:
+def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, float], path: str) -> JointCouplings | None:
     """``JointCouplings`` of the active joint couplings, their softness from ``eq_solref`` and
-    ``eq_solimp`` at MuJoCo's inertia of each (``1 / efc_diagA`` at the reference pose); a locked
-    leader becomes a constant of the polynomial, and couplings whose joints are both locked
-    drop out (``None``: all did)."""
+    ``eq_solimp`` at MuJoCo's inertia of each (``1 / efc_diagA`` at the reference pose; a
+    softness without stiffness refused, naming it in ``path``); a locked leader becomes a
+    constant of the polynomial, and couplings whose joints are both locked drop out (``None``:
+    all did)."""
     import mujoco
 
     data = mujoco.MjData(m)
@@ -1049,9 +1060,9 @@ def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, fl
         q0_l = float(m.qpos0[m.jnt_qposadr[l]]) if l >= 0 else 0.0
         if l >= 0 and l not in column:  # a locked leader: a constant
             c = np.array([_polynomial(m, e, locked[m.joint(l).name] - q0_l)[0], 0.0, 0.0, 0.0, 0.0])
-        (tc, zeta), solimp = (float(x) for x in m.eq_solref[e]), np.asarray(m.eq_solimp[e], float)
-        dmax = solimp[1]
-        k, b = (-tc / dmax**2, -zeta / dmax) if tc <= 0 else (1.0 / (dmax * tc * zeta) ** 2, 2.0 / (dmax * tc))
+        solimp = np.asarray(m.eq_solimp[e], float)
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
+        k, b = _solref_gains(m.eq_solref[e], solimp[1], f"{path}: joint coupling {name!r}: its")
         inertia = 1.0 / float(data.efc_diagA[row[e]])
         follower.append(column[f])
         leader.append(column[l] if l in column else -1)
