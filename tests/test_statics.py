@@ -72,22 +72,23 @@ def test_modes_of_hanging_pendulums_are_the_joint_space_ones():
     ``omega^2 = m g (l/2) / (J + m l^2 / 4)``, and its derivative with respect to gravity; a
     rotor inertia on the joint (MJCF armature) adds to ``J``."""
     g, l, m = 9.81, 1.0, 1.0
-    J = float(chain(1, joint="revolute").bodies.inertia[0, 1, 1])  # about a transverse axis
-
-    solve = jax.jit(lambda model: dl.modes(model, dl.equilibrium(model)))
+    rod = chain(1, joint="revolute")
+    J = float(rod.bodies.inertia[0, 1, 1])  # about a transverse axis
+    hinge = dl.forces.JointForce(-1, 0, jnp.array([0.0, 1.0, 0.0]), rod.R0[0].T @ -rod.r0[0])
 
     @jax.jit
-    def omega2(gz):
-        model = eqx.tree_at(lambda m: m.gravity, chain(1, joint="revolute"), jnp.array([0.0, 0.0, -gz]))
+    @jax.value_and_grad
+    def omega2(gz, armature):
+        """The lowest ``omega^2`` with gravity ``gz`` and a rotor inertia on the joint."""
+        geared = dl.forces.JointInertia(hinge, jnp.reshape(armature, (1,)))
+        model = eqx.tree_at(lambda m: (m.gravity, m.forces), rod, (jnp.array([0.0, 0.0, -gz]), (geared,)))
         return dl.modes(model, dl.equilibrium(model)).omega_squared[0]
 
-    np.testing.assert_allclose(omega2(g), m * g * l / 2 / (J + m * l**2 / 4), rtol=1e-10)
-    np.testing.assert_allclose(jax.grad(omega2)(g), m * l / 2 / (J + m * l**2 / 4), rtol=1e-8)
+    value, slope = omega2(g, 0.0)
+    np.testing.assert_allclose(value, m * g * l / 2 / (J + m * l**2 / 4), rtol=1e-10)
+    np.testing.assert_allclose(slope, m * l / 2 / (J + m * l**2 / 4), rtol=1e-8)
     # A rotor inertia on the joint (MJCF armature) adds to the joint's inertia.
-    rod = chain(1, joint="revolute")
-    hinge = dl.forces.JointForce(-1, 0, jnp.array([0.0, 1.0, 0.0]), rod.R0[0].T @ -rod.r0[0])
-    geared = eqx.tree_at(lambda m: m.forces, rod, (dl.forces.JointInertia(hinge, jnp.array([0.2])),))
-    np.testing.assert_allclose(solve(geared).omega_squared[0], m * g * l / 2 / (J + m * l**2 / 4 + 0.2), rtol=1e-10)
+    np.testing.assert_allclose(omega2(g, 0.2)[0], m * g * l / 2 / (J + m * l**2 / 4 + 0.2), rtol=1e-10)
 
 
 @pytest.mark.slow

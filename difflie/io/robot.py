@@ -67,6 +67,7 @@ file names and poses are kept in ``model.joints``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import warnings
@@ -349,6 +350,29 @@ def _float(value, what: str) -> float:
     return x
 
 
+def _hearing_mujoco(load):
+    """``load(path, ...)`` with MuJoCo's warnings (a ``solref`` its parser or its constraint code
+    replaces by the default) turned into one ``RobotModelWarning`` each, naming the file,
+    instead of lines in ``MUJOCO_LOG.TXT`` in the working directory."""
+
+    @functools.wraps(load)
+    def wrapper(path, *args, **kwargs):
+        import mujoco
+
+        heard: list[str] = []
+        previous = mujoco.get_mju_user_warning()
+        mujoco.set_mju_user_warning(lambda text: heard.append(" ".join(str(text).split())))
+        try:
+            return load(path, *args, **kwargs)
+        finally:
+            mujoco.set_mju_user_warning(previous)
+            for text in dict.fromkeys(heard):
+                warnings.warn(f"{os.fspath(path)}: MuJoCo: {text}", RobotModelWarning, stacklevel=3)
+
+    return wrapper
+
+
+@_hearing_mujoco
 def load_robot(
     path: str | os.PathLike,
     *,
@@ -732,7 +756,7 @@ def load_robot(
     )
     items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings, controls)
     if items:
-        warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=3)
+        warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=4)
     if closing:
         return consistent_initial_state(model, label=path, redundant=redundant)
     if redundant not in ("error", "remove"):
