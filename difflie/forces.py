@@ -195,6 +195,29 @@ class CartesianSpringDamper(AbstractForce):
         return f, tau
 
 
+class DeadLoad(AbstractForce):
+    """Constant world forces ``F`` (nb, 3) at body-fixed points ``s`` (nb, 3; body axes, from
+    the COM): a load whose direction stays put as the body turns, ``f = F`` and
+    ``tau = s x R^T F``. A robot file's gravity compensation (MJCF ``gravcomp``: ``-c m g`` at
+    each link's COM, summed over the links of a body) is one."""
+
+    force: Float[Array, "nb 3"]
+    point: Float[Array, "nb 3"]
+
+    def __init__(self, force: ArrayLike, point: ArrayLike):
+        self.force = jnp.asarray(force)
+        self.point = jnp.broadcast_to(jnp.asarray(point), self.force.shape)
+        if self.force.ndim != 2 or self.force.shape[-1] != 3:
+            raise ValueError(f"DeadLoad: force and point must be (nb, 3), got {self.force.shape}")
+
+    def coupling(self):
+        return ()
+
+    def __call__(self, t, r, R, rdot, omega):
+        F = self.force.astype(r.dtype)
+        return F, cross(self.point.astype(r.dtype), mtv(R, F))
+
+
 class JointTorques(eqx.Module):
     """A joint-torque signal ``t -> u (nj, ...)``: constants plus a few functions of ``t``.
 

@@ -42,7 +42,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .body import RigidBody
-from .forces import AbstractForce, BallSpring, JointForce, JointInertia, joint_group_pairs
+from .forces import AbstractForce, BallSpring, DeadLoad, JointForce, JointInertia, joint_group_pairs
 from .hinges import HingeGroups, turn
 from .joint_laws import coupled_joints
 from .lie import SO3, cross
@@ -429,11 +429,12 @@ def with_bodies(model, bodies: RigidBody):
     """``model`` with the inertial parameters of ``bodies`` (mass, COM in the link frame, inertia
     about the COM): link frames, joints and the initial state's link poses and velocities stay
     where they are. What depends on the COM moves with it: the initial COM positions and
-    velocities and the joint points of ``JointForce`` and ``JointInertia`` (kept relative to
-    the COM). Traceable: ``bodies`` may come from parameters being fitted."""
+    velocities, the joint points of ``JointForce`` and ``JointInertia`` and the points of a
+    ``DeadLoad`` (kept relative to the COM; a gravity compensation keeps the file's masses'
+    forces). Traceable: ``bodies`` may come from parameters being fitted."""
     if bodies.mass.shape != model.bodies.mass.shape:
         raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")
-    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback, JointInertia, BallSpring))]
+    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback, JointInertia, BallSpring, DeadLoad))]
     if others:
         raise ValueError(f"with_bodies: cannot move the COM-relative points of force elements {others}")
     old, new = model.bodies.com, bodies.com.astype(model.bodies.com.dtype)
@@ -449,6 +450,8 @@ def with_bodies(model, bodies: RigidBody):
             return eqx.tree_at(lambda f: f.joints, f, moved(f.joints))
         if isinstance(f, BallSpring):  # no point of a body
             return f
+        if isinstance(f, DeadLoad):  # a point of every body
+            return eqx.tree_at(lambda f: f.point, f, f.point + old - new)
         return eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)])
 
     forces = tuple(moved(f) for f in model.forces)

@@ -53,6 +53,9 @@ From the compiled body tree:
   (``motor``, ``position``, ``velocity``, ``general`` without activation dynamics) drive their
   joints as MuJoCo's do (``Actuators``: gear, gain and bias, control and force ranges, the
   joints' ``actuatorfrcrange``);
+- MJCF gravity compensation (``gravcomp``: ``-c m g`` at a link's COM) is a constant world
+  force at a point of each body (``difflie.forces.DeadLoad``), routed through actuators
+  (``actuatorgravcomp``) or not;
 - what is not modelled (joint and tendon limits, friction and joint couplings unless asked,
   actuators without ``controls`` and those of other transmissions or dynamics, contacts,
   spatial tendons, tendon equalities, inactive equality constraints) is named in one
@@ -81,7 +84,7 @@ import numpy as np
 from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
-from ..forces import BallSpring, BallTorque, JointForce, JointInertia, JointTorques
+from ..forces import BallSpring, BallTorque, DeadLoad, JointForce, JointInertia, JointTorques
 from ..hinges import HingeGroups
 from ..joint_laws import Actuators, BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
 from ..joint_space import BallJoints, JointFeedback, JointSpace
@@ -303,8 +306,8 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
         other = [a for a in range(m.nu) if not _drives_a_joint(m, a)]
         if other:
             items.append(f"actuators of other transmissions or dynamics ({len(other)})")
-    if np.any(m.body_gravcomp != 0):
-        items.append("gravity compensation")
+    count("gravity compensation through actuators", sum(int(m.jnt_actgravcomp[j]) for j in range(m.njnt) if np.any(m.body_gravcomp != 0)),
+          ": applied as a passive force, never clipped by actuatorfrcrange nor dropped without actuators")  # fmt: skip
     return items
 
 
@@ -742,6 +745,9 @@ def load_robot(
     if ball_torque is not None:
         forces.append(BallTorque(tuple(bi["parent"] for bi in binfo), tuple(bi["child"] for bi in binfo), ball_torque))
     g = np.asarray(m.opt.gravity, float) if gravity is None else np.asarray(gravity, float)
+    compensation = _gravity_compensation(m, body_of, R_in, p_in, com, g)
+    if compensation is not None:
+        forces.append(compensation)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
         r0=jnp.asarray(r0),
@@ -762,6 +768,24 @@ def load_robot(
     if redundant not in ("error", "remove"):
         raise ValueError(f"{path}: redundant must be 'error' or 'remove', got {redundant!r}")
     return model
+
+
+def _gravity_compensation(m, body_of: list[int], R_in: list, p_in: list, com: np.ndarray, g: np.ndarray) -> DeadLoad | None:
+    """MJCF ``gravcomp``: ``-c m g`` at each link's COM (MuJoCo's ``qfrc_gravcomp``), summed over
+    the links of each body and applied at their ``c m``-weighted centre, as a ``DeadLoad`` of
+    the file's masses (``with_bodies`` moves its points with the COM, not its forces)."""
+    nb = com.shape[0]
+    weight, moment = np.zeros(nb), np.zeros((nb, 3))
+    for b in range(1, m.nbody):
+        k, w = body_of[b], float(m.body_gravcomp[b] * m.body_mass[b])
+        if k < 0 or w == 0:
+            continue
+        weight[k] += w
+        moment[k] += w * (p_in[b] + R_in[b] @ m.body_ipos[b])
+    if not np.any(weight != 0):
+        return None
+    centre = np.where(weight[:, None] != 0, moment / np.where(weight == 0, 1.0, weight)[:, None], com)
+    return DeadLoad(jnp.asarray(-weight[:, None] * g[None, :]), jnp.asarray(centre - com))
 
 
 def _limit_law(solref, solimp, lower: float, upper: float, inertia: float, what: str) -> tuple[float, float, float, float, float]:
