@@ -56,10 +56,13 @@ From the compiled body tree:
 - MJCF gravity compensation (``gravcomp``: ``-c m g`` at a link's COM) is a constant world
   force at a point of each body (``difflie.forces.DeadLoad``), routed through actuators
   (``actuatorgravcomp``) or not;
+- what the file's ``<option><flag .../>`` disables (gravity, springs, dampers, limits,
+  friction, equality constraints, actuation, the clipping of controls) is off, as in MuJoCo;
 - what is not modelled (joint and tendon limits, friction and joint couplings unless asked,
   actuators without ``controls`` and those of other transmissions or dynamics, contacts,
-  spatial tendons, tendon equalities, inactive equality constraints) is named in one
-  ``RobotModelWarning``.
+  spatial tendons, tendon equalities, inactive equality constraints, fluid forces, flexible
+  bodies, plugins, the override flag) is named in one ``RobotModelWarning``, as are MuJoCo's
+  own warnings.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -237,6 +240,36 @@ def _compile(path: str, floating_base: bool | None):
     return model, meshes, collision
 
 
+def _switch_off(m) -> frozenset[str]:
+    """Apply the file's ``<option><flag .../>`` switches (``disableflags``) to the compiled model
+    ``m``, before anything reads it, as MuJoCo applies them: with ``gravity``, ``spring`` or
+    ``damper`` disabled the gravity, the joints' and tendons' stiffness or damping are zero; with
+    ``limit`` or ``frictionloss`` (or all ``constraint``) disabled no joint or tendon has limits
+    or friction; with ``equality`` (or ``constraint``) disabled no equality constraint is
+    active; with ``clampctrl`` disabled no control is clipped. The names switched off, and
+    ``actuation`` where actuators apply no force."""
+    import mujoco
+
+    flags = int(m.opt.disableflags)
+    bit = lambda name: bool(flags & int(getattr(mujoco.mjtDisableBit, f"mjDSBL_{name.upper()}")))  # noqa: E731
+    off = {name for name in ("gravity", "spring", "damper", "limit", "frictionloss", "equality", "clampctrl", "actuation") if bit(name)}
+    if bit("constraint"):
+        off |= {"limit", "frictionloss", "equality"}
+    zeroed = {
+        "gravity": [m.opt.gravity],
+        "spring": [m.jnt_stiffness, m.tendon_stiffness, m.tendon_stiffnesspoly],
+        "damper": [m.dof_damping, m.tendon_damping, m.tendon_dampingpoly],
+        "limit": [m.jnt_limited, m.tendon_limited],
+        "frictionloss": [m.dof_frictionloss, m.tendon_frictionloss],
+        "equality": [m.eq_active0],
+        "clampctrl": [m.actuator_ctrllimited],
+    }
+    for name in off - {"actuation"}:
+        for array in zeroed[name]:
+            array[...] = 0
+    return frozenset(off)
+
+
 def _one_line(err: Exception) -> str:
     return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
 
@@ -260,8 +293,12 @@ def _mujoco_error(err: Exception) -> str:
     return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
 
 
-def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool, joint_couplings: bool, controls) -> list[str]:
-    """What the file has and difflie does not model (or was not asked to), one phrase each."""
+def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool, joint_couplings: bool, controls,
+                  off: frozenset[str] = frozenset()) -> list[str]:
+    """What the file has and difflie does not model (or was not asked to), one phrase each;
+    ``off``: what the file switches off (``_switch_off``), which MuJoCo does not apply either."""
+    import mujoco
+
     items = []
     dof = m.jnt_dofadr
     movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
@@ -298,15 +335,26 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
         what = "mimic joints" if urdf else "joint equality constraints"
         items.append(f"{what} ({couplings}; joint_couplings=True holds them)")
     others = m.neq - couplings - sum(_closes_loop(m, e) for e in range(m.neq))
-    if others:
+    if others and "equality" not in off:
         items.append(f"equality constraints other than active connect, weld and joint ({others})")
-    if m.nu and controls is None:
+    if "actuation" in off:
+        if m.nu and controls is not None:
+            items.append(f"actuators ({m.nu}): the file disables actuation, and the controls have no effect")
+    elif m.nu and controls is None:
         items.append(f"actuators ({m.nu}; controls={{name: value}} drives them, or give joint_torques)")
     elif m.nu:
         other = [a for a in range(m.nu) if not _drives_a_joint(m, a)]
         if other:
             items.append(f"actuators of other transmissions or dynamics ({len(other)})")
-    count("gravity compensation through actuators", sum(int(m.jnt_actgravcomp[j]) for j in range(m.njnt) if np.any(m.body_gravcomp != 0)),
+    if m.opt.density != 0 or m.opt.viscosity != 0 or np.any(m.opt.wind != 0):
+        items.append("fluid forces (the option's density, viscosity or wind)")
+    if m.nflex:
+        items.append(f"flexible bodies ({m.nflex})")
+    if m.nplugin:
+        items.append(f"plugins ({m.nplugin})")
+    if int(m.opt.enableflags) & int(mujoco.mjtEnableBit.mjENBL_OVERRIDE):
+        items.append("the override flag's solref and solimp (limits, friction and couplings keep their own)")
+    count("gravity compensation through actuators", sum(int(m.jnt_actgravcomp[j]) for j in range(m.njnt) if np.any(m.body_gravcomp != 0) and np.any(m.opt.gravity != 0)),
           ": applied as a passive force, never clipped by actuatorfrcrange nor dropped without actuators")  # fmt: skip
     return items
 
@@ -455,6 +503,7 @@ def load_robot(
     import mujoco
 
     m, meshes, collision = _compile(path, floating_base)
+    off = _switch_off(m)
     urdf = path.lower().endswith(".urdf")
     body_names = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
     joint_names_all = _names(m, mujoco.mjtObj.mjOBJ_JOINT, m.njnt)
@@ -729,7 +778,7 @@ def load_robot(
     coupling = _joint_couplings(m, couplings, jinfo, welded, path) if couplings else None
     if coupling is not None:
         laws.append(coupling)
-    actuators = _actuators(m, controls, jinfo, welded) if controls is not None else None
+    actuators = _actuators(m, controls, jinfo, welded) if controls is not None and "actuation" not in off else None
     if actuators is not None:
         laws.append(actuators)
     if laws:
@@ -760,7 +809,7 @@ def load_robot(
         body_names=names,
         joints=space,
     )
-    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings, controls)
+    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings, controls, off)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=4)
     if closing:
@@ -782,7 +831,7 @@ def _gravity_compensation(m, body_of: list[int], R_in: list, p_in: list, com: np
             continue
         weight[k] += w
         moment[k] += w * (p_in[b] + R_in[b] @ m.body_ipos[b])
-    if not np.any(weight != 0):
+    if not np.any(weight != 0) or not np.any(g != 0):
         return None
     centre = np.where(weight[:, None] != 0, moment / np.where(weight == 0, 1.0, weight)[:, None], com)
     return DeadLoad(jnp.asarray(-weight[:, None] * g[None, :]), jnp.asarray(centre - com))
