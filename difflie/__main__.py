@@ -79,7 +79,15 @@ def load(args):
         return table[key]()
     if not os.path.exists(args.model):
         raise CliError(f"no model file or built-in model named {args.model!r} (see `python -m difflie list`)")
-    return load_model(args.model, **given, **robot)
+    try:
+        return load_model(args.model, **given, **robot)
+    except ValueError as err:  # in the words of the command line: --joint-positions, not joint_positions
+        message = str(err)
+        for key, flag in ROBOT_OPTIONS.items():
+            message = message.replace(f"load_model: {key} ", f"{flag} ")
+        if message == str(err):
+            raise
+        raise CliError(message) from None
 
 
 ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
@@ -167,7 +175,7 @@ def energy_summary(model, ts, states) -> str:
         w = np.asarray(diagnostics.work(model, ts, states))
         balance = np.max(np.abs(e - e[0] - w))
         label = "work of drivers and forces" if driven and model.forces else "drivers' work" if driven else "forces' work"
-        return f"energy change {e[-1] - e[0]:.3e} J, {label} {w[-1]:.3e} J, balance {balance:.1e} J"
+        return f"energy change {e[-1] - e[0]:.3e} J, {label} {w[-1]:.3e} J, balance max |E - E0 - W| {balance:.1e} J"
     kinetic = np.asarray(diagnostics.kinetic_energy(model, states))
     drift = float(np.max(np.abs(e - e[0])) / max(abs(e[0]), float(np.max(np.abs(kinetic))), 1e-300))
     return f"relative energy drift {drift:.3e}"
@@ -416,7 +424,12 @@ def run(args) -> int:
     from .results import RESULTS
 
     if sol.result != RESULTS.successful:
-        print(f"difflie: simulation failed: {sol.failure_message()}", file=sys.stderr)
+        from .simulate import _explained
+
+        hint = ""
+        if sol.result == RESULTS.newton_failed:
+            hint = "; try a smaller --dt" + ("" if args.retry_failed_steps else ", or --retry-failed-steps")
+        print(f"difflie: simulation failed: {_explained(sol, model, 0.0)}{hint}", file=sys.stderr)
         return 1
     keep = np.isfinite(np.asarray(sol.ts))
     states = jax.tree.map(lambda x: x[keep], sol.states)

@@ -34,6 +34,7 @@ top-level function. difflie never changes a global flag.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -100,9 +101,23 @@ def eager(fun: Callable, *, static_argnums: tuple[int, ...] | None = None) -> Ca
             return fun(*args, **kwargs)  # a group map under a trace, or a static argument jit cannot key on
         # Under a trace too: the function's jaxpr is traced once per signature and reused by
         # every call (a constraint residual is called a dozen times in one implicit step's trace).
-        return compiled(*args, **kwargs)
+        try:
+            return compiled(*args, **kwargs)
+        except TypeError:
+            _check_arguments(fun, args, kwargs)
+            raise
 
     return call
+
+
+def _check_arguments(fun: Callable, args: tuple, kwargs: dict) -> None:
+    """A ``TypeError`` naming ``fun`` and its signature when the arguments do not fit it (the
+    compiled wrapper's own message names neither)."""
+    signature = inspect.signature(fun)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as err:
+        raise TypeError(f"{fun.__module__}.{fun.__name__}{signature}: {err}") from None
 
 
 def _hashable(treedef, leaves) -> bool:

@@ -139,7 +139,7 @@ def test_subprocess_prints_no_traceback():
         # the step of the overflow depends on rounding (|omega| h ~ 1e6 rad after one step)
         (["heavy-top", "--dt", "0.5", "--t1", "200"], r"NaN or Inf in the state or the times at step [2-9] "),
         (["slider-crank", "--solver", "backward-euler", "--dt", "0.5", "--t1", "2"],
-         r"Newton iteration did not converge at step 0 \(t = 0 s\): residual "),
+         r"Newton iteration did not converge at step 0 \(t = 0 s\): residual .*\(a step too large for the motion.*; try a smaller --dt, or --retry-failed-steps$"),
         (["heavy-top", "--solver", "dopri5", "--rtol", "1e-300", "--t1", "1"], "step size underflow"),
     ],
 )
@@ -180,7 +180,7 @@ def test_driven_run_announces_the_compile_and_balances_the_drivers_work():
     assert "100.0 %" in proc.stderr.split(lines[2])[1]  # the progress bar, after the compile
     summary = proc.stdout
     change, work, balance = (float(re.search(rf"{key} (\S+) J", summary).group(1))
-                             for key in ("energy change", "drivers' work", "balance"))  # fmt: skip
+                             for key in ("energy change", "drivers' work", r"balance max \|E - E0 - W\|"))  # fmt: skip
     assert "relative energy drift" not in summary
     assert change > 0.1 and work == pytest.approx(change, rel=1e-4) and balance < 1e-5 * work
 
@@ -529,10 +529,11 @@ def test_floating_base_frees_the_root_without_a_joint(tmp_path, capsys):
         (["--joint-torques", "shoulder=2*sin("], "argument --joint-torques: shoulder: cannot parse '2*sin('"),
         (["--joint-torques", "shoulder=2*x"], "argument --joint-torques: shoulder: unknown name 'x'"),
         (["--lock", "slide,"], "argument --lock: expected NAME[,NAME...], got 'slide,'"),
-        (["--joint-positions", "elbow=1"], "joint_positions names unknown joints ['elbow']; movable joints are"),
-        (["--joint-torques", "elbow=t"], "joint_torques names unknown joints ['elbow']"),
-        (["--lock", "elbow"], "locked_joints names unknown joints ['elbow']"),
-        (["--lock", "slide", "--joint-velocities", "slide=1"], "joint_velocities names locked joints ['slide']"),
+        (["--joint-positions", "elbow=1"], "error: --joint-positions names unknown joints ['elbow']; movable joints are"),
+        (["--joint-positions", "shouldr=1"], "--joint-positions names unknown joints ['shouldr'] (did you mean 'shoulder' for 'shouldr'?)"),
+        (["--joint-torques", "elbow=t"], "--joint-torques names unknown joints ['elbow']"),
+        (["--lock", "elbow"], "--lock names unknown joints ['elbow']"),
+        (["--lock", "slide", "--joint-velocities", "slide=1"], "--joint-velocities names locked joints ['slide']"),
         (["--joint-positions", "spin=1", "--joint-positions", "slide=0,spin=2"], "--joint-positions gives 'spin' twice"),
         (["--controls", "grip=0.5*t"], "controls names unknown actuators ['grip']; the modelled actuators are []"),
     ],

@@ -186,7 +186,8 @@ def test_rotor_inertias_need_an_implicit_solver():
 
 def test_redundant_rows_of_a_model_file(tmp_path, capsys):
     """The four-bar on four revolute joints as a model file: ``load_model`` refuses it, naming
-    the way out, and with ``redundant="remove"`` removes the same three rows as ``connect``;
+    the way out, and with ``redundant="remove"`` removes the same three rows as ``connect``, also
+    when its positions, rounded, leave it to be assembled;
     the command line's ``--remove-redundant`` is for model files only (not the built-in ones)."""
     import json
 
@@ -206,10 +207,21 @@ def test_redundant_rows_of_a_model_file(tmp_path, capsys):
     path.write_text(json.dumps({"bodies": bodies, "joints": [
         joint("A", 0, [0, 0, 0], 1, [0, 0, -h1]), joint("B", 1, [0, 0, h1], 2, [0, 0, -h2]),
         joint("C", 2, [0, 0, h2], 3, [0, 0, h3]), joint("D", 0, list(D), 3, [0, 0, -h3])]}))  # fmt: skip
-    with pytest.raises(ValueError, match=r"the constraints are redundant: 20 rows, 17 independent .*redundant='remove'"):
-        dl.load_model(path)
-    with pytest.warns(UserWarning, match=r"removed 3 of 20 constraint rows .*\['C_DP1_b', 'D_DP1_a', 'D_DP1_b'\]"):
-        assert dl.load_model(path, redundant="remove").num_constraints == 17
+    # The same file with its positions to six digits: off its joints by 1e-6, to be assembled,
+    # which needs independent rows; the rows are named (or removed) before, not NaN after.
+    rounded = tmp_path / "rounded.json"
+    text = json.loads(path.read_text())
+    for b in text["bodies"][1:]:
+        b["r"] = [round(x, 6) for x in b["r"]]
+    rounded.write_text(json.dumps(text))
+    for file in (path, rounded):
+        with pytest.raises(ValueError, match=r"the constraints are redundant: 20 rows, 17 independent .*redundant='remove'"):
+            dl.load_model(file)
+        with pytest.warns(UserWarning, match=r"removed 3 of 20 constraint rows .*\['C_DP1_b', 'D_DP1_a', 'D_DP1_b'\]"):
+            model = dl.load_model(file, redundant="remove")
+        assert model.num_constraints == 17
+        origins = model.r0 - jnp.einsum("bij,bj->bi", model.R0, model.bodies.com)
+        assert float(jnp.abs(model.constraint_residual(0.0, origins, model.R0)).max()) < 1e-12
     assert main(["simulate", "heavy-top", "--remove-redundant"]) == 2
     assert "--remove-redundant applies to model files (.json, .mdl, .urdf, MJCF .xml) only" in capsys.readouterr().err
 

@@ -299,6 +299,7 @@ def test_malformed_json_gives_line_and_column(tmp_path):
         ({"bodies/1/A": KeyError}, r"\$\.bodies\[1\]: missing key 'A'"),
         ({"constraints/0/type": "DP9"}, r"\$\.constraints\[0\]\.type: expected one of \['CD', 'D', 'DP1', 'DP2'"),
         ({"joints/1/axis_j": [1, 0]}, r"\$\.joints\[1\]\.axis_j: expected shape \(3,\), got \(2,\)"),
+        ({"joints/1/axis_i": [0, 0, 0]}, r"\$\.joints\[1\]\.axis_i: a direction needs a nonzero length, got \[0, 0, 0\]"),
         ({"constraints/0/s_bar_q_j": KeyError}, r"\$\.constraints\[0\]: missing key 's_bar_q_j'"),
         ({"bodies/2/mass": "heavy"}, r"\$\.bodies\[2\]\.mass: expected numbers with shape \(\)"),
         ({"gravity": [0, "down", 1]}, r"\$\.gravity: expected numbers with shape \(3,\)"),
@@ -310,6 +311,16 @@ def test_malformed_json_gives_line_and_column(tmp_path):
 def test_bad_key_names_json_path(tmp_path, edits, message):
     with pytest.raises(ModelFileError, match=message):
         load_model(_write(tmp_path, _native(**edits)), assemble=False)
+
+
+def test_joint_far_off_its_axes_is_refused_before_assembly(tmp_path):
+    """A revolute joint whose two axes start across each other: its rows depend on each other
+    there, so Gauss-Newton cannot start (it divided by a singular matrix: a residual of NaN);
+    the message names the joint, the violation and the way out."""
+    path = _write(tmp_path, _native(**{"joints/1/axis_j": [0, 1, 0]}))
+    with pytest.raises(ValueError, match=r"dependent rows belong to \[.*'revolute_\$\.joints\[1\]'\].* violates the constraints by "
+                       r"1\.000e\+00 .*start the bodies nearer a configuration their joints allow"):  # fmt: skip
+        load_model(path)
 
 
 @pytest.mark.parametrize(
@@ -327,6 +338,12 @@ def test_bad_inertia_names_body(tmp_path, inertia, message):
         load_model(_write(tmp_path, _native(**{"bodies/1/inertia": inertia})), assemble=False)
     with pytest.raises(ValueError, match=message.replace("upper", "body_1")):  # caller-supplied
         load_model(DATA / "revJoint.mdl", mass=[1.0], inertia=[inertia])
+
+
+def test_traced_mass_points_to_tree_at():
+    """A mass given to ``load_model`` under ``jax.grad`` is refused, saying how to do it."""
+    with pytest.raises(ValueError, match=r"mass of body 'body_1': a traced value .*eqx\.tree_at\(lambda m: m\.bodies\.mass"):
+        jax.grad(lambda m: load_model(DATA / "revJoint.mdl", mass=[m], inertia=[[1.0, 1.0, 1.0]]).bodies.mass[0])(1.0)
 
 
 def test_non_orthonormal_rotation(tmp_path):

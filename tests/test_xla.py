@@ -62,3 +62,14 @@ def test_same_trajectory_as_jax_jit():
     a = np.asarray(xla.jit(run)(model))
     b = np.asarray(jax.jit(run)(model))
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_a_call_that_does_not_fit_names_the_function():
+    """A compiled diagnostic called with the arguments of another (``energy`` takes no times)
+    says which function and signature, not the wrapper's bare ``too many positional
+    arguments``."""
+    model = four_link()
+    states = dl.BodyState(model.r0[None], model.R0[None], model.v0[None], model.omega0[None])
+    with pytest.raises(TypeError, match=r"difflie\.diagnostics\.energy\(model, states.*: too many positional arguments"):
+        dl.diagnostics.energy(model, jnp.zeros(1), states)
+    assert dl.diagnostics.energy(model, states).shape == (1,)

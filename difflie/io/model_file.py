@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -171,6 +172,12 @@ def _per_body(value, names: list[str], what: str, shape) -> list[np.ndarray | No
 
 def _given(value, what: str, shape) -> np.ndarray:
     """A caller-supplied mass (``shape`` ``()``) or inertia (``(3, 3)``, or 3 principal moments)."""
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(
+            f"load_model: {what}: a traced value (under jax.grad, jit or vmap); a file is read once, outside: load the "
+            "model with numbers, then put the traced ones in with eqx.tree_at (for example eqx.tree_at(lambda m: "
+            "m.bodies.mass, model, masses))"
+        )
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -456,6 +463,9 @@ def _joint(ids, j, jp):
     _known_keys(j, ("type", "name", "body_i", "body_j", *_JOINT_FIELDS[kind], *extra), jp)
     bi, bj = _body(ids, j, "body_i", jp), _body(ids, j, "body_j", jp)
     v = {key: _array(_get(j, key, jp), f"{jp}.{key}", (3,)) for key in _JOINT_FIELDS[kind]}
+    for key in _JOINT_FIELDS[kind]:
+        if not key.startswith("s_bar") and not np.linalg.norm(np.asarray(v[key])) > 0:
+            raise ModelFileError(f"{jp}.{key}: a direction needs a nonzero length, got {_show(j[key])}")
     name = _string(j, "name", jp, default=f"{kind}_{jp}")
     if kind == "spherical":
         return C.spherical(bi, v["s_bar_i"], bj, v["s_bar_j"], name)
@@ -626,19 +636,38 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     if np.linalg.norm(phi0) < tol:  # consistent: no Gauss-Newton program to compile
         r, R, iters, res = r0, R0, 0, res0
     else:
-        r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=tol)
-    if res0 > ASSEMBLY_WARN:
+        # Gauss-Newton's steps need independent rows: dependent ones (a planar loop in space)
+        # are named, or removed, before it starts.
         worst = model.constraint_names[int(np.argmax(np.abs(phi0)))]
+        try:
+            if redundant == "remove":
+                model, _ = remove_dependent_rows(model, t0, r0, R0, label)
+            else:
+                check_independent(model, t0, r0, R0, label)
+        except ValueError as err:
+            raise ValueError(
+                f"{err}. The initial configuration violates the constraints by {res0:.3e} (row {worst!r}); where it is far from any "
+                "configuration its joints allow (a revolute joint's two axes across each other), its rows may depend "
+                "on each other there only: start the bodies nearer a configuration their joints allow"
+            ) from None
+        r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=tol)
+    worst = model.constraint_names[int(np.argmax(np.abs(phi0)))] if phi0.size else None
+    its = f"{int(iters)} Gauss-Newton iteration{'' if int(iters) == 1 else 's'}"
+    if not float(res) < accept:
+        raise ValueError(
+            f"{label}: cannot assemble the initial configuration: it violates the constraints by {res0:.3e} (row "
+            f"{worst!r}), and {its} left a residual of {float(res):.3e}; start the bodies nearer a configuration "
+            "their joints allow"
+        )
+    if res0 > ASSEMBLY_WARN:
         moved = np.linalg.norm(np.asarray(r) - np.asarray(r0), axis=1)  # of each COM
         b = int(np.argmax(moved))
         warnings.warn(
             f"{label}: initial configuration violates the constraints by {res0:.3e} (row {worst!r}); assembled at "
-            f"t = {t0} ({int(iters)} Gauss-Newton iterations, residual now {float(res):.1e}), moving the COM of "
-            f"body {model.body_names[b]!r} most, by {moved[b]:.3e} m",
+            f"t = {t0} ({its}, residual now {float(res):.1e}), moving the COM of body {model.body_names[b]!r} "
+            f"most, by {moved[b]:.3e} m",
             stacklevel=3,
         )
-    if not float(res) < accept:
-        raise ValueError(f"{label}: cannot assemble the initial configuration (residual {float(res):.3e})")
     if redundant == "remove":
         model, G = remove_dependent_rows(model, t0, r, R, label)
     else:

@@ -73,6 +73,7 @@ file names and poses are kept in ``model.joints``.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import re
@@ -375,12 +376,21 @@ def _by_name(value, joints: list[str], what: str, allowed: set[str] | None = Non
         raise ValueError(f"load_model: {what} must be a mapping {{joint name: value}}, got {type(value).__name__}")
     unknown = [k for k in value if k not in joints]
     if unknown:
-        raise ValueError(f"load_model: {what} names unknown joints {unknown}; movable joints are {joints}")
+        raise ValueError(f"load_model: {what} names unknown joints {unknown}{_guess(unknown, joints)}; movable joints are {joints}")
     if allowed is not None:
         bad = [k for k in value if k not in allowed]
         if bad:
             raise ValueError(f"load_model: {what} names locked joints {bad}")
     return dict(value)
+
+
+def _guess(unknown: list, known: list[str]) -> str:
+    """``" (did you mean 'x' for 'y'?)"`` for the first unknown name close to a known one, else ``""``."""
+    for name in unknown:
+        close = difflib.get_close_matches(str(name), known, n=1)
+        if close:
+            return f" (did you mean {close[0]!r} for {name!r}?)"
+    return ""
 
 
 def _float(value, what: str) -> float:
@@ -522,7 +532,8 @@ def load_robot(
     locked = list(locked_joints) if not isinstance(locked_joints, str) else [locked_joints]
     unknown = [k for k in locked if k not in movable_names + ball_names_all]
     if unknown:
-        raise ValueError(f"load_model: locked_joints names unknown joints {unknown}; movable joints are {movable_names + ball_names_all}")
+        known = movable_names + ball_names_all
+        raise ValueError(f"load_model: locked_joints names unknown joints {unknown}{_guess(unknown, known)}; movable joints are {known}")
     for b in range(1, m.nbody):
         names = joint_names_all[m.body_jntadr[b] : m.body_jntadr[b] + m.body_jntnum[b]]
         if len(names) > 1 and 0 < sum(k in locked for k in names) < len(names):
@@ -1314,7 +1325,8 @@ def _torques(value, joints: list[str], locked: list[str], balls: list[str] = ())
     bad = [k for k in value if k not in joints and k not in balls]
     if bad:
         where = "locked" if all(k in locked for k in bad) else "unknown"
-        raise ValueError(f"load_model: joint_torques names {where} joints {bad}; movable joints are {joints + list(balls)}")
+        guess = _guess(bad, joints + list(balls)) if where == "unknown" else ""
+        raise ValueError(f"load_model: joint_torques names {where} joints {bad}{guess}; movable joints are {joints + list(balls)}")
     ones = {k: u for k, u in value.items() if k in joints}
     threes = {k: u for k, u in value.items() if k in balls}
     return (_signal(ones, joints, ()) if ones else None), (_signal(threes, list(balls), (3,)) if threes else None)
