@@ -12,6 +12,7 @@ import inspect
 import math
 import os
 import re
+import textwrap
 import signal
 import sys
 import tempfile
@@ -552,11 +553,17 @@ def accepting_solvers(model) -> list[str]:
     return names
 
 
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, on one line."""
+    paragraph = " ".join(doc.split("\n\n")[0].split())
+    end = re.search(r"\.(?=\s+[A-Z]|$)", paragraph)  # not "Fig. 1"
+    return paragraph[: end.start() + 1] if end else paragraph
+
+
 def list_all() -> int:
     print("built-in models (and the solvers that take them):")
     for name, fn in builtin_models().items():
-        doc = (inspect.getdoc(fn) or "").splitlines()
-        print(f"  {name:24s} {doc[0] if doc else ''}")
+        print(textwrap.fill(first_sentence(inspect.getdoc(fn) or ""), 110, initial_indent=f"  {name:24s} ", subsequent_indent=" " * 27))
         print(f"  {'':24s} solvers: {', '.join(accepting_solvers(fn()))}")
     print("solvers:")
     for name, doc in SOLVERS.items():

@@ -37,8 +37,13 @@ def test_list(capsys):
         assert name in out
     # each model lists exactly the solvers that take it (the solvers' own rule)
     lines = out.splitlines()
-    crank = lines[[i for i, line in enumerate(lines) if line.split()[:1] == ["slider-crank"]][0] + 1]
-    top = lines[[i for i, line in enumerate(lines) if line.split()[:1] == ["heavy-top"]][0] + 1]
+
+    def solvers_of(model):  # the first "solvers:" line after the model's description (wrapped)
+        start = [i for i, line in enumerate(lines) if line.split()[:1] == [model]][0]
+        return next(line for line in lines[start:] if "solvers:" in line)
+
+    crank, top = solvers_of("slider-crank"), solvers_of("heavy-top")
+    assert "Fig. 1; the file ``slider_crank.json``)." in " ".join(out.split())  # whole sentences, not cut at a line end
     assert crank.split("solvers:")[1].split(", ") == [" gen-alpha", "backward-euler"]
     assert top.split("solvers:")[1].split(", ") == [" rkmk4", "dopri5", "gen-alpha", "backward-euler", "dqvi"]
 

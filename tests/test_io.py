@@ -299,6 +299,7 @@ def test_malformed_json_gives_line_and_column(tmp_path):
         ({"bodies/1/A": KeyError}, r"\$\.bodies\[1\]: missing key 'A'"),
         ({"constraints/0/type": "DP9"}, r"\$\.constraints\[0\]\.type: expected one of \['CD', 'D', 'DP1', 'DP2'"),
         ({"joints/1/axis_j": [1, 0]}, r"\$\.joints\[1\]\.axis_j: expected shape \(3,\), got \(2,\)"),
+        ({"joints/1/axis_i": KeyError, "joints/1/axis": [1, 0, 0]}, r"\$\.joints\[1\]\.axis: unknown key; did you mean 'axis_i'\?"),
         ({"joints/1/axis_i": [0, 0, 0]}, r"\$\.joints\[1\]\.axis_i: a direction needs a nonzero length, got \[0, 0, 0\]"),
         ({"constraints/0/s_bar_q_j": KeyError}, r"\$\.constraints\[0\]: missing key 's_bar_q_j'"),
         ({"bodies/2/mass": "heavy"}, r"\$\.bodies\[2\]\.mass: expected numbers with shape \(\)"),

@@ -415,6 +415,18 @@ PANDA_Q0 = {"panda_joint1": 0.3, "panda_joint2": -0.5, "panda_joint3": 0.2, "pan
 PANDA_QD0 = {"panda_joint1": 0.5, "panda_joint4": -0.8, "panda_joint7": 2.0}
 
 
+@pytest.mark.skipif(PANDA is None, reason="needs `example-robot-data` (pip install -e '.[test]')")
+def test_locked_joints_leave_the_warning():
+    """The Panda with its fingers locked: their limits and the second finger's mimic act on
+    nothing, and the warning names the arm's seven limits alone."""
+    fingers = ["panda_finger_joint1", "panda_finger_joint2"]
+    for locked, named in (([], "joint limits (9 joints"), (fingers, "joint limits (7 joints")):
+        with pytest.warns(RobotModelWarning) as caught:
+            dl.load_model(PANDA, locked_joints=locked)
+        (message,) = [str(w.message) for w in caught]
+        assert named in message and ("mimic joints (1" in message) == (not locked), message
+
+
 class Sinusoids(eqx.Module):
     """Joint torques ``u(t) = amplitude sin(omega t + phase)``: arrays, so a passive run (zero
     amplitudes) and an actuated one share one compiled program."""

@@ -118,9 +118,10 @@ _CONSTRAINT_KEYS = ("name", "type", "body_i", "body_j", "f", "f_dot", "f_ddot", 
 
 def _known_keys(entry: Mapping, known, path: str) -> None:
     """Refuse a key the format does not have (a typo would otherwise be ignored silently)."""
+    absent = [str(k) for k in known if k not in entry]  # a renamed key: guess among these first
     for key in entry:
         if key not in known:
-            close = difflib.get_close_matches(str(key), [str(k) for k in known], n=1)
+            close = difflib.get_close_matches(str(key), absent, n=1) or difflib.get_close_matches(str(key), [str(k) for k in known], n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
             raise ModelFileError(f"{path}.{key}: unknown key{hint}")
 
@@ -429,7 +430,7 @@ def load_model(
 def _body(ids, entry, key, path) -> int:
     bid = _id(_get(entry, key, path), f"{path}.{key}")
     if bid not in ids:
-        raise ModelFileError(f"{path}.{key}: unknown body id {bid!r} (known ids: {sorted(map(str, ids))})")
+        raise ModelFileError(f"{path}.{key}: unknown body id {bid!r} (known ids: {sorted(ids, key=str)})")
     return ids[bid]
 
 

@@ -295,15 +295,16 @@ def _mujoco_error(err: Exception) -> str:
 
 
 def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_friction: bool, joint_couplings: bool, controls,
-                  off: frozenset[str] = frozenset()) -> list[str]:
+                  off: frozenset[str] = frozenset(), locked: list[str] = ()) -> list[str]:
     """What the file has and difflie does not model (or was not asked to), one phrase each;
-    ``off``: what the file switches off (``_switch_off``), which MuJoCo does not apply either."""
+    ``off``: what the file switches off (``_switch_off``), which MuJoCo does not apply either;
+    a ``locked`` joint's limits, friction and coupling (as its follower) do not act."""
     import mujoco
 
     items = []
     dof = m.jnt_dofadr
-    movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE)]
-    balls = [j for j in range(m.njnt) if m.jnt_type[j] == _BALL]
+    movable = [j for j in range(m.njnt) if m.jnt_type[j] in (_HINGE, _SLIDE) and m.joint(j).name not in locked]
+    balls = [j for j in range(m.njnt) if m.jnt_type[j] == _BALL and m.joint(j).name not in locked]
 
     def count(what, n, hint=""):
         if n:
@@ -332,9 +333,10 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
         if n:
             items.append(f"{what} ({n} tendon{'s' if n > 1 else ''})")
     couplings = sum(_couples_joints(m, e) for e in range(m.neq))
-    if couplings and not joint_couplings:
+    free = sum(_couples_joints(m, e) and m.joint(int(m.eq_obj1id[e])).name not in locked for e in range(m.neq))
+    if free and not joint_couplings:
         what = "mimic joints" if urdf else "joint equality constraints"
-        items.append(f"{what} ({couplings}; joint_couplings=True holds them)")
+        items.append(f"{what} ({free}; joint_couplings=True holds them)")
     others = m.neq - couplings - sum(_closes_loop(m, e) for e in range(m.neq))
     if others and "equality" not in off:
         items.append(f"equality constraints other than active connect, weld and joint ({others})")
@@ -820,7 +822,7 @@ def load_robot(
         body_names=names,
         joints=space,
     )
-    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings, controls, off)
+    items = _not_modelled(m, collision, urdf, joint_limits, joint_friction, joint_couplings, controls, off, locked)
     if items:
         warnings.warn(f"{path}: not modelled: " + "; ".join(items), RobotModelWarning, stacklevel=4)
     if closing:
