@@ -124,39 +124,88 @@ class SpringDamper(AbstractForce):
     def coupling(self):
         return tuple(zip(self.body_a, self.body_b))
 
-    def _point(self, idx: tuple[int, ...], s: Array, r, R, rdot, omega):
-        """World position and velocity of the spring ends on bodies ``idx`` (ground: -1)."""
-        nb = r.shape[0]
-        i = np.asarray(idx)
-        if np.any((i < -1) | (i >= nb)):
-            raise ValueError(f"SpringDamper: body index out of range for {nb} bodies: {idx}")
-        ground = jnp.asarray(i < 0)[:, None]
-        j = np.where(i < 0, 0, i)
-        Rs = mv(R[j], s)
-        p = jnp.where(ground, s, r[j] + Rs)
-        v = jnp.where(ground, 0.0, rdot[j] + mv(R[j], cross(omega[j], s)))
-        return p, v, np.where(i < 0, nb, i)  # index nb is dropped by the scatter
-
     def __call__(self, t, r, R, rdot, omega):
-        dtype = r.dtype
-        sa, sb = self.point_a.astype(dtype), self.point_b.astype(dtype)
-        pa, va, ia = self._point(self.body_a, sa, r, R, rdot, omega)
-        pb, vb, ib = self._point(self.body_b, sb, r, R, rdot, omega)
+        segment = _Segments(self.body_a, self.point_a, self.body_b, self.point_b, r, R, rdot, omega, "SpringDamper")
+        fmag = self.stiffness * (segment.length - self.rest_length) + self.damping * segment.rate
+        return segment.wrench(-fmag[:, None] * segment.direction, r, R)
+
+
+class _Segments:
+    """Straight segments from point ``a`` of body ``body_a`` to point ``b`` of ``body_b`` (body
+    axes from the COM; the ground, ``-1``: world points): their lengths ``l``, unit directions
+    ``n`` (from ``a`` to ``b``; zero where ``l = 0``), rates ``l_dot = n . (v_b - v_a)``, and the
+    wrench of forces ``F`` on their ``b`` ends and ``-F`` on their ``a`` ends."""
+
+    def __init__(self, body_a, point_a, body_b, point_b, r, R, rdot, omega, what: str):
+        self.sa, self.sb = point_a.astype(r.dtype), point_b.astype(r.dtype)
+        pa, va, self.ia = _points(body_a, self.sa, r, R, rdot, omega, what)
+        pb, vb, self.ib = _points(body_b, self.sb, r, R, rdot, omega, what)
         d = pb - pa
         l2 = jnp.sum(d * d, axis=-1)
         positive = l2 > 0
         length = jnp.sqrt(jnp.where(positive, l2, 1.0))
-        n = jnp.where(positive[:, None], d / length[:, None], 0.0)
-        length = jnp.where(positive, length, 0.0)
-        ldot = jnp.sum(n * (vb - va), axis=-1)
-        fmag = self.stiffness * (length - self.rest_length) + self.damping * ldot
-        F = fmag[:, None] * n  # on a
-        f = jnp.zeros_like(r).at[ia].add(F, mode="drop").at[ib].add(-F, mode="drop")
-        ja, jb = np.where(ia < r.shape[0], ia, 0), np.where(ib < r.shape[0], ib, 0)
-        ta = cross(sa, mtv(R[ja], F))
-        tb = cross(sb, mtv(R[jb], -F))
-        tau = jnp.zeros_like(r).at[ia].add(ta, mode="drop").at[ib].add(tb, mode="drop")
+        self.direction = jnp.where(positive[:, None], d / length[:, None], 0.0)
+        self.length = jnp.where(positive, length, 0.0)
+        self.rate = jnp.sum(self.direction * (vb - va), axis=-1)
+
+    def wrench(self, F: Float[Array, "ns 3"], r, R) -> tuple[Array, Array]:
+        nb = r.shape[0]
+        f = jnp.zeros_like(r).at[self.ib].add(F, mode="drop").at[self.ia].add(-F, mode="drop")
+        ja, jb = np.where(self.ia < nb, self.ia, 0), np.where(self.ib < nb, self.ib, 0)
+        tau = (jnp.zeros_like(r).at[self.ib].add(cross(self.sb, mtv(R[jb], F)), mode="drop")
+               .at[self.ia].add(cross(self.sa, mtv(R[ja], -F)), mode="drop"))  # fmt: skip
         return f, tau
+
+
+def _points(idx: tuple[int, ...], s: Array, r, R, rdot, omega, what: str):
+    """World positions and velocities of points ``s`` of bodies ``idx`` (ground: -1, ``s`` in
+    world), and the rows they scatter to (the ground's, ``nb``, is dropped)."""
+    nb = r.shape[0]
+    i = np.asarray(idx)
+    if np.any((i < -1) | (i >= nb)):
+        raise ValueError(f"{what}: body index out of range for {nb} bodies: {idx}")
+    ground = jnp.asarray(i < 0)[:, None]
+    j = np.where(i < 0, 0, i)
+    p = jnp.where(ground, s, r[j] + mv(R[j], s))
+    v = jnp.where(ground, 0.0, rdot[j] + mv(R[j], cross(omega[j], s)))
+    return p, v, np.where(i < 0, nb, i)
+
+
+class SpatialTendons(AbstractForce):
+    """Tendons along paths of points on bodies (MJCF ``<tendon><spatial>`` through sites, with
+    pulleys), as MuJoCo applies their forces. Segment ``s`` runs from point ``a`` of ``body_a``
+    to point ``b`` of ``body_b`` (``SpringDamper``'s conventions) and belongs to tendon
+    ``tendon[s]``, counted with ``weight[s]`` (``1 / divisor`` of the pulley its branch hangs
+    from): a tendon's length and rate are ``L = sum w_s l_s`` and ``L_dot = sum w_s l_dot_s``,
+    ``law(t, L, L_dot) -> f (nt,)`` its force (``difflie.joint_laws.TendonSpring``,
+    ``JointLimits`` and ``JointFriction`` of the length, or their ``JointLaws``), and each segment
+    pulls its ends with ``f w_s n_s`` on ``b`` and its opposite on ``a``: the generalized forces
+    ``f dL/dq``, which deliver the power ``f L_dot``. A tendon's force depends on all of its
+    bodies, so they are coupled."""
+
+    body_a: tuple[int, ...] = eqx.field(static=True)
+    body_b: tuple[int, ...] = eqx.field(static=True)
+    tendon: tuple[int, ...] = eqx.field(static=True)
+    point_a: Float[Array, "ns 3"]
+    point_b: Float[Array, "ns 3"]
+    weight: Float[Array, " ns"]
+    law: Callable
+
+    def coupling(self):
+        pairs = []
+        for k in sorted(set(self.tendon)):
+            bodies = sorted({b for s, t in enumerate(self.tendon) if t == k for b in (self.body_a[s], self.body_b[s])})
+            pairs += itertools.combinations(bodies, 2)
+        return tuple(dict.fromkeys(pairs))
+
+    def __call__(self, t, r, R, rdot, omega):
+        segment = _Segments(self.body_a, self.point_a, self.body_b, self.point_b, r, R, rdot, omega, "SpatialTendons")
+        w, k = self.weight.astype(r.dtype), np.asarray(self.tendon)
+        nt = int(k.max()) + 1
+        length = jax.ops.segment_sum(w * segment.length, k, nt)
+        rate = jax.ops.segment_sum(w * segment.rate, k, nt)
+        f = self.law(t, length, rate)
+        return segment.wrench((f[k] * w)[:, None] * segment.direction, r, R)
 
 
 class CartesianSpringDamper(AbstractForce):

@@ -42,7 +42,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .body import RigidBody
-from .forces import AbstractForce, BallSpring, DeadLoad, JointForce, JointInertia, joint_group_pairs
+from .forces import AbstractForce, BallSpring, DeadLoad, JointForce, JointInertia, SpatialTendons, joint_group_pairs
 from .hinges import HingeGroups, turn
 from .joint_laws import coupled_joints
 from .lie import SO3, cross
@@ -430,11 +430,12 @@ def with_bodies(model, bodies: RigidBody):
     about the COM): link frames, joints and the initial state's link poses and velocities stay
     where they are. What depends on the COM moves with it: the initial COM positions and
     velocities, the joint points of ``JointForce`` and ``JointInertia`` and the points of a
-    ``DeadLoad`` (kept relative to the COM; a gravity compensation keeps the file's masses'
-    forces). Traceable: ``bodies`` may come from parameters being fitted."""
+    ``DeadLoad`` and of ``SpatialTendons`` (kept relative to the COM; a gravity compensation
+    keeps the file's masses' forces). Traceable: ``bodies`` may come from parameters being fitted."""
     if bodies.mass.shape != model.bodies.mass.shape:
         raise ValueError(f"with_bodies: {bodies.mass.shape[0] if bodies.mass.ndim else 1} bodies for a model of {model.num_bodies}")
-    others = [type(f).__name__ for f in model.forces if not isinstance(f, (JointForce, JointFeedback, JointInertia, BallSpring, DeadLoad))]
+    others = [type(f).__name__ for f in model.forces
+              if not isinstance(f, (JointForce, JointFeedback, JointInertia, BallSpring, DeadLoad, SpatialTendons))]  # fmt: skip
     if others:
         raise ValueError(f"with_bodies: cannot move the COM-relative points of force elements {others}")
     old, new = model.bodies.com, bodies.com.astype(model.bodies.com.dtype)
@@ -452,6 +453,9 @@ def with_bodies(model, bodies: RigidBody):
             return f
         if isinstance(f, DeadLoad):  # a point of every body
             return eqx.tree_at(lambda f: f.point, f, f.point + old - new)
+        if isinstance(f, SpatialTendons):  # the ends of each segment (the ground's stay)
+            shift = jnp.concatenate([old - new, jnp.zeros((1, 3), old.dtype)])  # row -1: the ground
+            return eqx.tree_at(lambda f: (f.point_a, f.point_b), f, (f.point_a + shift[np.asarray(f.body_a)], f.point_b + shift[np.asarray(f.body_b)]))
         return eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)])
 
     forces = tuple(moved(f) for f in model.forces)

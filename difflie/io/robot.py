@@ -44,7 +44,9 @@ From the compiled body tree:
 - the springs and dampers of fixed tendons (MJCF ``<tendon><fixed>``: a length that is a linear
   combination of joint coordinates) act on their joints as MuJoCo applies them (``Tendons``),
   their ``armature`` as a rotor inertia along their length (``JointInertia``), and with
-  ``joint_limits`` / ``joint_friction`` their limits and friction as the joints';
+  ``joint_limits`` / ``joint_friction`` their limits and friction as the joints'; spatial
+  tendons through sites and pulleys (MJCF ``<tendon><spatial>``) the same laws of their path's
+  length, as forces along its segments (``SpatialTendons``);
 - with ``joint_couplings=True``, joint couplings (URDF ``mimic``, MJCF ``<equality><joint>``:
   a joint's position a polynomial of another's) hold as softly as MuJoCo holds them
   (``JointCouplings``, from ``solref`` and ``solimp``), and a follower that
@@ -60,9 +62,9 @@ From the compiled body tree:
   friction, equality constraints, actuation, the clipping of controls) is off, as in MuJoCo;
 - what is not modelled (joint and tendon limits, friction and joint couplings unless asked,
   actuators without ``controls`` and those of other transmissions or dynamics, contacts,
-  spatial tendons, tendon equalities, inactive equality constraints, fluid forces, flexible
-  bodies, plugins, the override flag) is named in one ``RobotModelWarning``, as are MuJoCo's
-  own warnings.
+  spatial tendons that wrap around geoms and the armature of spatial tendons, tendon
+  equalities, inactive equality constraints, fluid forces, flexible bodies, plugins, the
+  override flag) is named in one ``RobotModelWarning``, as are MuJoCo's own warnings.
 
 Joints keep the order of the compiled tree, which is the file's order where the file lists
 parents before children. The initial state comes from forward kinematics at
@@ -88,7 +90,7 @@ import numpy as np
 from .. import constraints as C
 from ..body import RigidBody
 from ..expr import Expression, ExpressionError
-from ..forces import BallSpring, BallTorque, DeadLoad, JointForce, JointInertia, JointTorques
+from ..forces import BallSpring, BallTorque, DeadLoad, JointForce, JointInertia, JointTorques, SpatialTendons
 from ..hinges import HingeGroups
 from ..joint_laws import Actuators, BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
 from ..joint_space import BallJoints, JointFeedback, JointSpace
@@ -98,7 +100,7 @@ from .model_file import ModelFileError, consistent_initial_state
 ROBOT_EXTENSIONS = (".urdf", ".xml")
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 _CONNECT, _WELD, _JOINT = 0, 1, 2  # mjtEq
-_WRAP_JOINT = 1  # mjtWrap
+_WRAP_JOINT, _WRAP_PULLEY, _WRAP_SITE = 1, 2, 3  # mjtWrap
 _TRN_JOINT, _TRN_TENDON = 0, 3  # mjtTrn
 _SITE = 6  # mjtObj
 _KIND = {_FREE: "free", _BALL: "ball", _SLIDE: "slide", _HINGE: "hinge"}
@@ -321,15 +323,16 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     count("springs of free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     if collision:
         items.append(f"contacts ({collision} collision geometr{'ies' if collision > 1 else 'y'})")
-    fixed = [k for k in range(m.ntendon) if _is_fixed(m, k)]
-    if m.ntendon - len(fixed):
-        items.append(f"spatial tendons ({m.ntendon - len(fixed)})")
+    read = [k for k in range(m.ntendon) if _is_fixed(m, k) or _is_spatial(m, k)]
+    if m.ntendon - len(read):
+        items.append(f"spatial tendons that wrap around geoms ({m.ntendon - len(read)})")
     for what, n in (("tendon limits" + ("" if joint_limits else " (joint_limits=True enforces them)"),
-                     0 if joint_limits else sum(int(m.tendon_limited[k]) for k in fixed)),
+                     0 if joint_limits else sum(int(m.tendon_limited[k]) for k in read)),
                     ("tendon friction" + ("" if joint_friction else " (joint_friction=True enforces it)"),
-                     0 if joint_friction else sum(int(m.tendon_frictionloss[k] > 0) for k in fixed)),
+                     0 if joint_friction else sum(int(m.tendon_frictionloss[k] > 0) for k in read)),
                     ("nonlinear or plastic tendon springs", sum(int(np.any(m.tendon_stiffnesspoly[k] != 0) or np.any(m.tendon_dampingpoly[k] != 0)
-                                                                   or m.tendon_plasticadr[k] >= 0) for k in fixed))):  # fmt: skip
+                                                                   or m.tendon_plasticadr[k] >= 0) for k in read)),
+                    ("armature of spatial tendons", sum(int(_is_spatial(m, k) and m.tendon_armature[k] > 0) for k in read))):  # fmt: skip
         if n:
             items.append(f"{what} ({n} tendon{'s' if n > 1 else ''})")
     couplings = sum(_couples_joints(m, e) for e in range(m.neq))
@@ -810,6 +813,9 @@ def load_robot(
     compensation = _gravity_compensation(m, body_of, R_in, p_in, com, g)
     if compensation is not None:
         forces.append(compensation)
+    spatial = _spatial_tendons(m, body_of, R_in, p_in, com, joint_limits, joint_friction, path)
+    if spatial is not None:
+        forces.append(spatial)
     model = Model(
         RigidBody(jnp.asarray(mass_g), jnp.asarray(inertia_g), jnp.asarray(com), names=names),
         r0=jnp.asarray(r0),
@@ -917,21 +923,28 @@ def _is_fixed(m, k: int) -> bool:
     return bool(np.all(m.wrap_type[adr : adr + num] == _WRAP_JOINT))
 
 
-def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits: bool, joint_friction: bool, path: str) -> Tendons | None:
-    """``Tendons`` of the fixed tendons that act (``None``: none): each tendon's coefficients
-    over the movable joints and the locked joints' share of its length at the positions they
-    are welded at (``locked``: name -> position); their springs and dampers (``TendonSpring``),
-    and with ``joint_limits`` / ``joint_friction`` their limits and friction, as the joints'
-    (at the tendon's inertia ``1 / tendon_invweight0``)."""
+def _is_spatial(m, k: int) -> bool:
+    """Whether tendon ``k`` is a spatial one that difflie reads: a path of sites, with pulleys
+    (no geom it wraps around)."""
+    adr, num = m.tendon_adr[k], m.tendon_num[k]
+    return bool(np.all(np.isin(m.wrap_type[adr : adr + num], (_WRAP_SITE, _WRAP_PULLEY))))
+
+
+def _acting_tendons(m, kind, joint_limits: bool, joint_friction: bool) -> list[int]:
+    """The tendons of a ``kind`` (``_is_fixed``, ``_is_spatial``) whose springs, dampers, or
+    (asked for) limits or friction act."""
 
     def acts(k):
         return (m.tendon_stiffness[k] > 0 or m.tendon_damping[k] > 0 or (joint_limits and m.tendon_limited[k])
                 or (joint_friction and m.tendon_frictionloss[k] > 0))  # fmt: skip
 
-    rows = [k for k in range(m.ntendon) if _is_fixed(m, k) and acts(k)]
-    if not rows:
-        return None
-    A, offset = _tendon_rows(m, rows, jinfo, locked)
+    return [k for k in range(m.ntendon) if kind(m, k) and acts(k)]
+
+
+def _tendon_law(m, rows: list[int], joint_limits: bool, joint_friction: bool, path: str):
+    """The law of tendons ``rows``' lengths: their springs and dampers (``TendonSpring``), and
+    with ``joint_limits`` / ``joint_friction`` their limits and friction, as the joints' (at the
+    tendon's inertia ``1 / tendon_invweight0``)."""
     laws = [TendonSpring(*(jnp.asarray(np.asarray(x, float)) for x in (m.tendon_stiffness[rows], m.tendon_damping[rows],
                                                                     m.tendon_lengthspring[rows, 0], m.tendon_lengthspring[rows, 1])))]  # fmt: skip
     inertia = [1.0 / float(m.tendon_invweight0[k]) for k in rows]
@@ -944,7 +957,53 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
         values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], i,
                                 f"{path}: tendon {m.tendon(k).name or k!r}") for k, i in zip(rows, inertia)]  # fmt: skip
         laws.append(_stacked_friction(values))
-    return Tendons(jnp.asarray(A), jnp.asarray(offset), laws[0] if len(laws) == 1 else JointLaws(tuple(laws)))
+    return laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
+
+
+def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits: bool, joint_friction: bool, path: str) -> Tendons | None:
+    """``Tendons`` of the fixed tendons that act (``None``: none): each tendon's coefficients
+    over the movable joints and the locked joints' share of its length at the positions they
+    are welded at (``locked``: name -> position), and their law (``_tendon_law``)."""
+    rows = _acting_tendons(m, _is_fixed, joint_limits, joint_friction)
+    if not rows:
+        return None
+    A, offset = _tendon_rows(m, rows, jinfo, locked)
+    return Tendons(jnp.asarray(A), jnp.asarray(offset), _tendon_law(m, rows, joint_limits, joint_friction, path))
+
+
+def _spatial_tendons(m, body_of: list[int], R_in: list, p_in: list, com: np.ndarray, joint_limits: bool, joint_friction: bool,
+                     path: str) -> SpatialTendons | None:
+    """``SpatialTendons`` of the spatial tendons through sites (and pulleys) that act (``None``:
+    none): a segment between each two sites in a row, a pulley starting a branch counted
+    ``1 / divisor``, the sites as points of their bodies (from the COM; the ground's in the
+    world), and their law (``_tendon_law``)."""
+    rows = _acting_tendons(m, _is_spatial, joint_limits, joint_friction)
+    if not rows:
+        return None
+
+    def point(site):
+        b = int(m.site_bodyid[site])
+        k = body_of[b]
+        p = p_in[b] + R_in[b] @ np.asarray(m.site_pos[site], float)  # in the body's frame (the ground's: the world)
+        return k, p if k < 0 else p - com[k]
+
+    segments = []  # (tendon, weight, site a, site b)
+    for t, k in enumerate(rows):
+        weight, previous = 1.0, None
+        for w in range(m.tendon_adr[k], m.tendon_adr[k] + m.tendon_num[k]):
+            if m.wrap_type[w] == _WRAP_PULLEY:
+                weight, previous = 1.0 / float(m.wrap_prm[w]), None
+                continue
+            site = int(m.wrap_objid[w])
+            if previous is not None:
+                segments.append((t, weight, previous, site))
+            previous = site
+    ends = [(point(a), point(b)) for _, _, a, b in segments]
+    return SpatialTendons(
+        body_a=tuple(int(a[0]) for a, _ in ends), body_b=tuple(int(b[0]) for _, b in ends), tendon=tuple(s[0] for s in segments),
+        point_a=jnp.asarray(np.stack([a[1] for a, _ in ends])), point_b=jnp.asarray(np.stack([b[1] for _, b in ends])),
+        weight=jnp.asarray(np.array([s[1] for s in segments])), law=_tendon_law(m, rows, joint_limits, joint_friction, path),
+    )  # fmt: skip
 
 
 def _tendon_rows(m, rows: list[int], jinfo: list[dict], locked: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
