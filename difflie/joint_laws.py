@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
@@ -303,8 +304,11 @@ class Actuators(eqx.Module):
 
         F = (a0 + a1 L + a2 V) u + (b0 + b1 L + b2 V)      (``gain``, ``bias``)
 
-    (clipped to ``force_range`` where ``force_limited``), and the joints take ``m_k F``; their
-    sums are clipped to ``joint_range`` where ``joint_limited`` (MJCF ``actuatorfrcrange``). A
+    (clipped to ``force_range`` where ``force_limited``; the actuators on a tendon whose
+    ``actuatorfrcrange`` their sum leaves, ``tendon[k]`` (static; -1: none) into
+    ``tendon_range``, are scaled by one factor to its bound, as MuJoCo scales them), and the
+    joints take ``m_k F``; their sums are clipped to ``joint_range`` where ``joint_limited``
+    (MJCF ``actuatorfrcrange``). A
     position servo has the gain ``kp`` and the bias ``(0, -kp, -kv)``, a velocity servo ``kv`` and
     ``(0, 0, -kv)``, a motor 1 and none. ``controls`` is a signal ``t -> (nu,)`` in the order of
     ``names`` (a ``difflie.forces.JointTorques``: its constants are leaves, to optimise a control
@@ -319,18 +323,22 @@ class Actuators(eqx.Module):
     ctrl_range: Float[Array, "nu 2"]
     force_range: Float[Array, "nu 2"]
     joint_range: Float[Array, "nj 2"]
+    tendon_range: Float[Array, "ntl 2"]
     ctrl_limited: tuple[bool, ...] = eqx.field(static=True)
     force_limited: tuple[bool, ...] = eqx.field(static=True)
     joint_limited: tuple[bool, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
+    tendon: tuple[int, ...] = eqx.field(static=True)
     joints: tuple[tuple[int, ...], ...] = eqx.field(static=True)
 
-    def __init__(self, controls, moment, offset, gain, bias, ctrl_range, force_range, joint_range, *, ctrl_limited, force_limited,
-                 joint_limited, names):  # fmt: skip
+    def __init__(self, controls, moment, offset, gain, bias, ctrl_range, force_range, joint_range, tendon_range=None, *,
+                 ctrl_limited, force_limited, joint_limited, names, tendon=None):  # fmt: skip
         self.controls, self.moment, self.offset, self.gain, self.bias = controls, moment, offset, gain, bias
         self.ctrl_range, self.force_range, self.joint_range = ctrl_range, force_range, joint_range
+        self.tendon_range = jnp.zeros((0, 2)) if tendon_range is None else tendon_range
         self.ctrl_limited, self.force_limited, self.joint_limited = tuple(ctrl_limited), tuple(force_limited), tuple(joint_limited)
         self.names = tuple(names)
+        self.tendon = tuple(int(k) for k in (tendon if tendon is not None else [-1] * len(self.names)))
         self.joints = nonzero_columns(moment)
 
     def __call__(self, t, q, qd):
@@ -341,6 +349,14 @@ class Actuators(eqx.Module):
         a, b = self.gain.astype(dtype), self.bias.astype(dtype)
         F = (a[:, 0] + a[:, 1] * L + a[:, 2] * V) * u + b[:, 0] + b[:, 1] * L + b[:, 2] * V
         F = _clip(F, self.force_range.astype(dtype), self.force_limited)
+        if max(self.tendon, default=-1) >= 0:  # a tendon's actuators scaled into its range
+            k = np.asarray(self.tendon)
+            on = jnp.asarray(k >= 0)
+            total = jax.ops.segment_sum(jnp.where(on, F, 0.0), np.where(k >= 0, k, 0), self.tendon_range.shape[0])
+            bounds = self.tendon_range.astype(dtype)
+            held = jnp.clip(total, bounds[:, 0], bounds[:, 1])
+            scale = jnp.where(held == total, 1.0, held / jnp.where(total == 0, 1.0, total))
+            F = jnp.where(on, F * scale[np.where(k >= 0, k, 0)], F)
         return _clip(M.T @ F, self.joint_range.astype(dtype), self.joint_limited)
 
     def coupled_joints(self) -> tuple[tuple[int, ...], ...]:

@@ -97,3 +97,24 @@ def undeclared_couplings(model: Model) -> set[tuple[int, int]]:
             declared[a, b] = declared[b, a] = True
     found = (J + J.T > 1e-12 * J.max()) & ~declared
     return {(int(a), int(b)) for a, b in zip(*np.nonzero(found)) if a < b}
+
+
+def mujoco_rollout(mj, steps: int, every: int, qpos=None, qvel=None, read=lambda m, d: d.qpos.copy(), ctrl=None) -> np.ndarray:
+    """MuJoCo's own run of the model ``mj`` (its integrator and timestep) from ``qpos``,
+    ``qvel`` (default: its reference, at rest), with constant controls ``ctrl``, over ``steps``
+    steps, ``read(m, d)`` every ``every`` steps from the first."""
+    import mujoco
+
+    data, out = mujoco.MjData(mj), []
+    if qpos is not None:
+        data.qpos[:] = qpos
+    if qvel is not None:
+        data.qvel[:] = qvel
+    if ctrl is not None:
+        data.ctrl[:] = ctrl
+    for k in range(steps + 1):
+        if k % every == 0:
+            mujoco.mj_forward(mj, data)
+            out.append(read(mj, data))
+        mujoco.mj_step(mj, data)
+    return np.array(out)

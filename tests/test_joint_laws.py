@@ -21,26 +21,7 @@ from scipy.integrate import solve_ivp
 import difflie as dl
 from difflie.io import RobotModelWarning
 from difflie.joint_laws import JointFriction, JointLimits, Tendons
-from helpers import undeclared_couplings
-
-def mujoco_rollout(mj, steps: int, every: int, qpos=None, qvel=None, read=lambda m, d: d.qpos.copy()) -> np.ndarray:
-    """MuJoCo's own run of the model ``mj`` (its integrator and timestep) from ``qpos``,
-    ``qvel`` (default: its reference, at rest) over ``steps`` steps, ``read(m, d)`` every
-    ``every`` steps from the first."""
-    import mujoco
-
-    data, out = mujoco.MjData(mj), []
-    if qpos is not None:
-        data.qpos[:] = qpos
-    if qvel is not None:
-        data.qvel[:] = qvel
-    for k in range(steps + 1):
-        if k % every == 0:
-            mujoco.mj_forward(mj, data)
-            out.append(read(mj, data))
-        mujoco.mj_step(mj, data)
-    return np.array(out)
-
+from helpers import mujoco_rollout, undeclared_couplings
 
 # A rotor about z (inertia 0.5 about the axis) spinning at 2 rad/s into its upper limit 0.5 rad;
 # no gravity. solreflimit (0.02 s, damping ratio 0.5): stiffness 0.5 / 0.01^2, damping 2 * 0.5 / 0.02.
@@ -601,6 +582,24 @@ ACTUATED = """<mujoco><compiler angle="radian"/><option timestep="1e-4" integrat
 CONTROLS = {"shoulder": 0.8, "push": "0.5*sin(20*t)", "spin": 3.0, "extra": 0.3, "pull": "0.2*cos(10*t)"}
 
 
+def _driven_rollout(xml: str, qpos, extra: tuple = ()) -> np.ndarray:
+    """MuJoCo's RK4 run (1e-4 s, 0.3 s, 11 saves) of an arm of ``ACTUATED`` from ``qpos``, its
+    controls those of ``CONTROLS`` (and constant ``extra`` ones after them) set at each step's
+    middle."""
+    import mujoco
+
+    mj = mujoco.MjModel.from_xml_string(xml)
+    data, q_mj = mujoco.MjData(mj), []
+    data.qpos[:] = np.asarray(qpos)
+    for k in range(3001):
+        if k % 300 == 0:
+            q_mj.append(data.qpos.copy())
+        middle = data.time + 5e-5
+        data.ctrl[:] = [0.8, 0.5 * np.sin(20 * middle), 3.0, 0.3, 0.2 * np.cos(10 * middle), *extra]
+        mujoco.mj_step(mj, data)
+    return np.array(q_mj)
+
+
 @pytest.fixture(scope="module")
 def actuated_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("actuators") / "arm.xml"
@@ -619,21 +618,12 @@ def test_actuators_follow_mujoco(actuated_file):
     fall below two), where the tendon's servo alone moves MuJoCo's motion by 0.024. The tendon
     couples its two hinges' bodies in the iteration matrix. Without ``controls`` the actuators
     are named in the warning; a control for no actuator is refused."""
-    mujoco = pytest.importorskip("mujoco")
+    pytest.importorskip("mujoco")
     model = dl.load_model(actuated_file, controls=CONTROLS, joint_positions={"j1": -0.3, "j2": 0.05})
     ts = np.linspace(0.0, 0.3, 11)
     sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.3, 1e-3, saveat=dl.SaveAt(ts=ts))
     q = np.asarray(dl.joint_coordinates(model, sol))
-    mj = mujoco.MjModel.from_xml_string(ACTUATED)
-    data, q_mj = mujoco.MjData(mj), []
-    data.qpos[:] = np.asarray(model.joints.initial)
-    for k in range(3001):
-        if k % 300 == 0:
-            q_mj.append(data.qpos.copy())
-        middle = data.time + 5e-5
-        data.ctrl[:] = [0.8, 0.5 * np.sin(20 * middle), 3.0, 0.3, 0.2 * np.cos(10 * middle)]
-        mujoco.mj_step(mj, data)
-    q_mj = np.array(q_mj)
+    q_mj = _driven_rollout(ACTUATED, model.joints.initial)
     assert np.abs(q_mj - q_mj[0]).max(axis=0).min() > 0.25  # every joint moves
     assert np.abs(q - q_mj).max() < 1e-5
     (law,) = [f.law for f in model.forces if isinstance(getattr(f, "law", None), dl.joint_laws.Actuators)]
@@ -642,6 +632,24 @@ def test_actuators_follow_mujoco(actuated_file):
         dl.load_model(actuated_file)
     with pytest.raises(ValueError, match=r"controls names unknown actuators \['elbow'\]; the modelled actuators are \['shoulder', 'push', 'spin', 'extra', 'pull'\]"):
         dl.load_model(actuated_file, controls={"elbow": 1.0})
+
+
+def test_actuators_on_a_tendon_share_its_force_range(tmp_path):
+    """A second actuator on the arm's fixed tendon, and the tendon's ``actuatorfrcrange`` (-0.25,
+    0.25), which their summed force would leave by up to 3.8x: MuJoCo scales both by one factor
+    to the bound, and so does ``Actuators``. Generalized-alpha at h = 1e-3 follows MuJoCo's RK4
+    to 4.8e-6 rad over 0.3 s (1.5e-6 at 5e-4, measured), where the range moves the motion by
+    0.02."""
+    pytest.importorskip("mujoco")
+    xml = ACTUATED.replace('<fixed name="pulley">', '<fixed name="pulley" actuatorfrcrange="-0.25 0.25">')
+    xml = xml.replace("</actuator>", '<motor name="tug" tendon="pulley" gear="1.5"/></actuator>')
+    path = tmp_path / "shared.xml"
+    path.write_text(xml)
+    model = dl.load_model(str(path), controls=dict(CONTROLS, tug=0.3), joint_positions={"j1": -0.3, "j2": 0.05})
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.3, 1e-3, saveat=dl.SaveAt(ts=np.linspace(0.0, 0.3, 11)))
+    runs = [_driven_rollout(text, model.joints.initial, (0.3,)) for text in (xml, xml.replace(' actuatorfrcrange="-0.25 0.25"', ""))]
+    assert np.abs(runs[0] - runs[1]).max() > 0.015
+    assert np.abs(np.asarray(dl.joint_coordinates(model, sol)) - runs[0]).max() < 6e-6
 
 
 @pytest.mark.slow

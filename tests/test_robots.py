@@ -24,7 +24,7 @@ import difflie as dl
 from difflie.joint_laws import JointPD
 from difflie.forces import JointForce
 from difflie.io import ModelFileError, RobotModelWarning
-from helpers import robot_file
+from helpers import mujoco_rollout, robot_file
 
 # -- small files -------------------------------------------------------------------------------
 
@@ -312,14 +312,7 @@ def test_gravity_compensation_follows_mujoco(tmp_path):
     runs = []
     for scale in (1.0, 0.0):
         mj.body_gravcomp[:] *= scale
-        data = mujoco.MjData(mj)
-        data.qpos[:] = list(q0.values())
-        out = []
-        for k in range(3001):
-            if k % 500 == 0:
-                out.append(data.qpos.copy())
-            mujoco.mj_step(mj, data)
-        runs.append(np.array(out))
+        runs.append(mujoco_rollout(mj, 3000, 500, list(q0.values())))
     assert np.abs(runs[0] - runs[1]).max() > 0.1
     assert np.abs(q - runs[0]).max() < 2e-5, np.abs(q - runs[0]).max()
     # with_bodies moves the COM, not where the loads act
@@ -365,14 +358,7 @@ def test_what_the_file_switches_off_is_off(tmp_path):
     runs = []
     for flags in (mj.opt.disableflags, 0):
         mj.opt.disableflags = flags
-        data = mujoco.MjData(mj)
-        data.qpos[:], data.ctrl[:] = [0.0, 0.2], [2.0]
-        out = []
-        for k in range(3001):
-            if k % 500 == 0:
-                out.append(data.qpos.copy())
-            mujoco.mj_step(mj, data)
-        runs.append(np.array(out))
+        runs.append(mujoco_rollout(mj, 3000, 500, [0.0, 0.2], ctrl=[2.0]))
     assert np.abs(runs[0] - runs[1]).max() > 0.1 and np.abs(runs[0][:, 0]).max() > 0.15  # past its range
     assert np.abs(q - runs[0]).max() < 5e-7, np.abs(q - runs[0]).max()
     idle = _write(tmp_path, "idle.xml", FLAGS.format(more=' actuation="disable"'))

@@ -54,7 +54,7 @@ From the compiled body tree:
 - with ``controls``, an MJCF file's actuators on hinges, slides and fixed tendons
   (``motor``, ``position``, ``velocity``, ``general`` without activation dynamics) drive their
   joints as MuJoCo's do (``Actuators``: gear, gain and bias, control and force ranges, the
-  joints' ``actuatorfrcrange``);
+  joints' and tendons' ``actuatorfrcrange``);
 - MJCF gravity compensation (``gravcomp``: ``-c m g`` at a link's COM) is a constant world
   force at a point of each body (``difflie.forces.DeadLoad``), routed through actuators
   (``actuatorgravcomp``) or not;
@@ -352,6 +352,7 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
         other = [a for a in range(m.nu) if not _drives_a_joint(m, a)]
         if other:
             items.append(f"actuators of other transmissions or dynamics ({len(other)})")
+
     if m.opt.density != 0 or m.opt.viscosity != 0 or np.any(m.opt.wind != 0):
         items.append("fluid forces (the option's density, viscosity or wind)")
     if m.nflex:
@@ -1297,11 +1298,14 @@ def _actuators(m, controls, jinfo: list[dict], locked: dict[str, float]) -> Actu
     gain = np.array([m.actuator_gainprm[a, :3] * ((1, 1, 1) if m.actuator_gaintype[a] == 1 else (1, 0, 0)) for a in rows], float)
     bias = np.array([m.actuator_biasprm[a, :3] * (m.actuator_biastype[a] == 1) for a in rows], float)
     joints = [ji["joint"] for ji in jinfo]
-    arrays = (np.array(moment), np.array(offset), gain, bias, m.actuator_ctrlrange[rows], m.actuator_forcerange[rows], m.jnt_actfrcrange[joints])
+    on = [int(m.actuator_trnid[a, 0]) if int(m.actuator_trntype[a]) == _TRN_TENDON else -1 for a in rows]
+    limited = sorted({k for k in on if k >= 0 and m.tendon_actfrclimited[k]})  # tendons whose actuators' sum is bounded
+    arrays = (np.array(moment), np.array(offset), gain, bias, m.actuator_ctrlrange[rows], m.actuator_forcerange[rows], m.jnt_actfrcrange[joints],
+              m.tendon_actfrcrange[limited].reshape(-1, 2))  # fmt: skip
     return Actuators(
         signal, *(jnp.asarray(np.asarray(x, float)) for x in arrays),
         ctrl_limited=[bool(m.actuator_ctrllimited[a]) for a in rows], force_limited=[bool(m.actuator_forcelimited[a]) for a in rows],
-        joint_limited=[bool(m.jnt_actfrclimited[j]) for j in joints], names=used,
+        joint_limited=[bool(m.jnt_actfrclimited[j]) for j in joints], names=used, tendon=[limited.index(k) if k in limited else -1 for k in on],
     )  # fmt: skip
 
 
