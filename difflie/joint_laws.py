@@ -294,7 +294,7 @@ def impedance(x: Float[Array, " n"], solimp: Float[Array, "n 5"]) -> Float[Array
 
 
 class Actuators(eqx.Module):
-    """MuJoCo's actuators on hinges, slides and fixed tendons (MJCF ``<actuator>``: ``motor``,
+    """MuJoCo's actuators on hinges, slides and tendons (MJCF ``<actuator>``: ``motor``,
     ``position``, ``velocity``, and ``general`` ones of fixed or affine gain and bias without
     activation dynamics), a ``JointFeedback`` law. Actuator ``k`` acts along the row ``m_k`` of
     ``moment`` (its gear ``g`` times the unit row of its joint, or times its tendon's
@@ -312,7 +312,10 @@ class Actuators(eqx.Module):
     position servo has the gain ``kp`` and the bias ``(0, -kp, -kv)``, a velocity servo ``kv`` and
     ``(0, 0, -kv)``, a motor 1 and none. ``controls`` is a signal ``t -> (nu,)`` in the order of
     ``names`` (a ``difflie.forces.JointTorques``: its constants are leaves, to optimise a control
-    by gradient); the other arrays are leaves too. ``joints`` (static): the joints each actuator
+    by gradient), or with ``select`` (static) the entries ``select`` of a longer one (one
+    function for all a file's actuators, some of them on spatial tendons); the other arrays are
+    leaves too. Over the lengths of spatial tendons instead of joint coordinates, it is part of
+    a ``difflie.forces.SpatialTendons`` law. ``joints`` (static): the joints each actuator
     moves, the nonzero entries of its row of ``moment`` when the actuators are made."""
 
     controls: Callable
@@ -329,23 +332,26 @@ class Actuators(eqx.Module):
     joint_limited: tuple[bool, ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
     tendon: tuple[int, ...] = eqx.field(static=True)
+    select: tuple[int, ...] | None = eqx.field(static=True)
     joints: tuple[tuple[int, ...], ...] = eqx.field(static=True)
 
     def __init__(self, controls, moment, offset, gain, bias, ctrl_range, force_range, joint_range, tendon_range=None, *,
-                 ctrl_limited, force_limited, joint_limited, names, tendon=None):  # fmt: skip
+                 ctrl_limited, force_limited, joint_limited, names, tendon=None, select=None):  # fmt: skip
         self.controls, self.moment, self.offset, self.gain, self.bias = controls, moment, offset, gain, bias
         self.ctrl_range, self.force_range, self.joint_range = ctrl_range, force_range, joint_range
         self.tendon_range = jnp.zeros((0, 2)) if tendon_range is None else tendon_range
         self.ctrl_limited, self.force_limited, self.joint_limited = tuple(ctrl_limited), tuple(force_limited), tuple(joint_limited)
         self.names = tuple(names)
         self.tendon = tuple(int(k) for k in (tendon if tendon is not None else [-1] * len(self.names)))
+        self.select = None if select is None else tuple(int(k) for k in select)
         self.joints = nonzero_columns(moment)
 
     def __call__(self, t, q, qd):
         dtype = q.dtype
         M = self.moment.astype(dtype)
         L, V = M @ q + self.offset.astype(dtype), M @ qd
-        u = _clip(jnp.asarray(self.controls(t), dtype), self.ctrl_range.astype(dtype), self.ctrl_limited)
+        u = jnp.asarray(self.controls(t), dtype)
+        u = _clip(u if self.select is None else u[np.asarray(self.select)], self.ctrl_range.astype(dtype), self.ctrl_limited)
         a, b = self.gain.astype(dtype), self.bias.astype(dtype)
         F = (a[:, 0] + a[:, 1] * L + a[:, 2] * V) * u + b[:, 0] + b[:, 1] * L + b[:, 2] * V
         F = _clip(F, self.force_range.astype(dtype), self.force_limited)

@@ -353,6 +353,43 @@ def test_spatial_tendons_follow_mujoco(tmp_path):
         assert len(dl.load_model(str(wrapped)).forces[0].weight) == 2  # the cable alone
 
 
+def test_actuators_on_spatial_tendons_follow_mujoco(tmp_path):
+    """A position servo on the cable (its force clipped by ``forcerange``) and a motor on the
+    pulley's tendon act along their paths (``Actuators`` over the tendons' lengths, in the
+    ``SpatialTendons`` law), beside a motor on the elbow: generalized-alpha at h = 1e-3 follows
+    MuJoCo's RK4 (controls set at each step's middle) to 5.5e-6 rad over 0.3 s (measured), where
+    the tendons' actuators move the motion by 0.065. One function of t for all three controls,
+    in the file's order, drives them the same."""
+    mujoco = pytest.importorskip("mujoco")
+    path = tmp_path / "pulled.xml"
+    path.write_text(SPATIAL.format(geom="", wrap="").replace("</tendon>", """</tendon><actuator>
+        <position name="reel" tendon="cable" kp="50" kv="1" forcerange="-8 8"/><motor name="twist" joint="elbow" gear="0.5"/>
+        <motor name="winch" tendon="pulley" gear="2"/></actuator>"""))
+    q0 = {"shoulder": 0.3, "elbow": 0.5}
+    model = dl.load_model(str(path), joint_positions=q0, controls={"reel": 0.55, "twist": "0.3*cos(5*t)", "winch": "0.5*sin(10*t)"})
+    q = np.asarray(dl.joint_coordinates(model, dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.3, 1e-3, saveat=dl.SaveAt(ts=np.linspace(0, 0.3, 7)))))
+    mj = mujoco.MjModel.from_xml_path(str(path))
+    runs = []
+    for on in (1.0, 0.0):  # with the tendons' actuators, and without them (no control, no bias)
+        mj.actuator_biasprm[[0, 2]] *= on
+        data, q_mj = mujoco.MjData(mj), []
+        data.qpos[:] = list(q0.values())
+        for k in range(3001):
+            if k % 500 == 0:
+                q_mj.append(data.qpos.copy())
+            t = data.time + 5e-5
+            data.ctrl[:] = [0.55 * on, 0.3 * np.cos(5 * t), 0.5 * np.sin(10 * t) * on]
+            mujoco.mj_step(mj, data)
+        runs.append(np.array(q_mj))
+    assert np.abs(runs[0] - runs[1]).max() > 0.05
+    assert np.abs(q - runs[0]).max() < 7e-6, np.abs(q - runs[0]).max()
+    one = dl.load_model(str(path), joint_positions=q0, controls=lambda t: jnp.stack([0.55 + 0 * t, 0.3 * jnp.cos(5 * t), 0.5 * jnp.sin(10 * t)]))
+    state = (jnp.asarray(0.1), model.r0, model.R0, model.v0 + 0.1, model.omega0 - 0.2)
+    for a, b in zip(model.forces, one.forces):
+        for x, y in zip(a(*state), b(*state)):
+            np.testing.assert_allclose(y, x, rtol=1e-13, atol=1e-13)
+
+
 def test_tendon_armature_follows_mujoco(tmp_path):
     """The fixed tendon with a rotor inertia along its length (``armature``: ``A^T I A`` added
     to the joint-space mass matrix, ``difflie.forces.JointInertia`` with the tendon's

@@ -51,7 +51,7 @@ From the compiled body tree:
   a joint's position a polynomial of another's) hold as softly as MuJoCo holds them
   (``JointCouplings``, from ``solref`` and ``solimp``), and a follower that
   ``joint_positions`` / ``joint_velocities`` leave out starts on its coupling;
-- with ``controls``, an MJCF file's actuators on hinges, slides and fixed tendons
+- with ``controls``, an MJCF file's actuators on hinges, slides and tendons
   (``motor``, ``position``, ``velocity``, ``general`` without activation dynamics) drive their
   joints as MuJoCo's do (``Actuators``: gear, gain and bias, control and force ranges, the
   joints' and tendons' ``actuatorfrcrange``);
@@ -349,7 +349,7 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     elif m.nu and controls is None:
         items.append(f"actuators ({m.nu}; controls={{name: value}} drives them, or give joint_torques)")
     elif m.nu:
-        other = [a for a in range(m.nu) if not _drives_a_joint(m, a)]
+        other = [a for a in range(m.nu) if _modelled_actuator(m, a) is None]
         if other:
             items.append(f"actuators of other transmissions or dynamics ({len(other)})")
 
@@ -490,7 +490,7 @@ def load_robot(
     MJCF ``<equality><joint>``) as softly as MuJoCo does (``difflie.joint_laws.JointCouplings``)
     and starts a follower that ``joint_positions`` leaves out on its coupling; ``False`` names
     them in the warning (Pinocchio's URDF reader also leaves mimics out unless asked).
-    ``controls``: the MJCF file's actuators on hinges, slides and fixed tendons (``motor``,
+    ``controls``: the MJCF file's actuators on hinges, slides and tendons (``motor``,
     ``position``, ``velocity``, ``general`` without activation dynamics;
     ``difflie.joint_laws.Actuators``) act, with these controls: ``{actuator name: number,
     expression of t or function of t}`` (others 0, as MuJoCo's ``ctrl``) or one function ``t ->
@@ -795,7 +795,9 @@ def load_robot(
     coupling = _joint_couplings(m, couplings, jinfo, welded, path) if couplings else None
     if coupling is not None:
         laws.append(coupling)
-    actuators = _actuators(m, controls, jinfo, welded) if controls is not None and "actuation" not in off else None
+    actuated = controls is not None and "actuation" not in off
+    pulled = _acting_tendons(m, _is_spatial, joint_limits, joint_friction, actuated)  # the spatial tendons that act
+    actuators, tendon_actuators = _actuators(m, controls, jinfo, welded, pulled) if actuated else (None, None)
     if actuators is not None:
         laws.append(actuators)
     if laws:
@@ -814,7 +816,7 @@ def load_robot(
     compensation = _gravity_compensation(m, body_of, R_in, p_in, com, g)
     if compensation is not None:
         forces.append(compensation)
-    spatial = _spatial_tendons(m, body_of, R_in, p_in, com, joint_limits, joint_friction, path)
+    spatial = _spatial_tendons(m, pulled, body_of, R_in, p_in, com, joint_limits, joint_friction, tendon_actuators, path)
     if spatial is not None:
         forces.append(spatial)
     model = Model(
@@ -931,13 +933,14 @@ def _is_spatial(m, k: int) -> bool:
     return bool(np.all(np.isin(m.wrap_type[adr : adr + num], (_WRAP_SITE, _WRAP_PULLEY))))
 
 
-def _acting_tendons(m, kind, joint_limits: bool, joint_friction: bool) -> list[int]:
+def _acting_tendons(m, kind, joint_limits: bool, joint_friction: bool, actuated: bool = False) -> list[int]:
     """The tendons of a ``kind`` (``_is_fixed``, ``_is_spatial``) whose springs, dampers, or
-    (asked for) limits or friction act."""
+    (asked for) limits or friction act, or (``actuated``) an actuator of their own."""
+    pulled = {int(m.actuator_trnid[a, 0]) for a in range(m.nu) if actuated and _modelled_actuator(m, a) == "spatial"}
 
     def acts(k):
         return (m.tendon_stiffness[k] > 0 or m.tendon_damping[k] > 0 or (joint_limits and m.tendon_limited[k])
-                or (joint_friction and m.tendon_frictionloss[k] > 0))  # fmt: skip
+                or (joint_friction and m.tendon_frictionloss[k] > 0) or k in pulled)  # fmt: skip
 
     return [k for k in range(m.ntendon) if kind(m, k) and acts(k)]
 
@@ -972,13 +975,12 @@ def _fixed_tendons(m, jinfo: list[dict], locked: dict[str, float], joint_limits:
     return Tendons(jnp.asarray(A), jnp.asarray(offset), _tendon_law(m, rows, joint_limits, joint_friction, path))
 
 
-def _spatial_tendons(m, body_of: list[int], R_in: list, p_in: list, com: np.ndarray, joint_limits: bool, joint_friction: bool,
-                     path: str) -> SpatialTendons | None:
-    """``SpatialTendons`` of the spatial tendons through sites (and pulleys) that act (``None``:
+def _spatial_tendons(m, rows: list[int], body_of: list[int], R_in: list, p_in: list, com: np.ndarray, joint_limits: bool,
+                     joint_friction: bool, actuators: Actuators | None, path: str) -> SpatialTendons | None:
+    """``SpatialTendons`` of the spatial tendons ``rows`` (through sites and pulleys; ``None``:
     none): a segment between each two sites in a row, a pulley starting a branch counted
     ``1 / divisor``, the sites as points of their bodies (from the COM; the ground's in the
-    world), and their law (``_tendon_law``)."""
-    rows = _acting_tendons(m, _is_spatial, joint_limits, joint_friction)
+    world), and their law (``_tendon_law``, and their ``actuators``)."""
     if not rows:
         return None
 
@@ -1000,10 +1002,11 @@ def _spatial_tendons(m, body_of: list[int], R_in: list, p_in: list, com: np.ndar
                 segments.append((t, weight, previous, site))
             previous = site
     ends = [(point(a), point(b)) for _, _, a, b in segments]
+    law = _tendon_law(m, rows, joint_limits, joint_friction, path)
     return SpatialTendons(
         body_a=tuple(int(a[0]) for a, _ in ends), body_b=tuple(int(b[0]) for _, b in ends), tendon=tuple(s[0] for s in segments),
         point_a=jnp.asarray(np.stack([a[1] for a, _ in ends])), point_b=jnp.asarray(np.stack([b[1] for _, b in ends])),
-        weight=jnp.asarray(np.array([s[1] for s in segments])), law=_tendon_law(m, rows, joint_limits, joint_friction, path),
+        weight=jnp.asarray(np.array([s[1] for s in segments])), law=law if actuators is None else JointLaws((law, actuators)),
     )  # fmt: skip
 
 
@@ -1247,29 +1250,38 @@ def _joint_couplings(m, couplings: list, jinfo: list[dict], locked: dict[str, fl
                           follower=tuple(follower), leader=tuple(leader))  # fmt: skip
 
 
-def _drives_a_joint(m, a: int) -> bool:
-    """Whether actuator ``a`` is one ``Actuators`` models: on a hinge, a slide or a fixed
-    tendon, without activation dynamics, its gain fixed or affine and its bias none or affine."""
+def _modelled_actuator(m, a: int) -> str | None:
+    """What actuator ``a`` moves, where ``Actuators`` models it (without activation dynamics,
+    its gain fixed or affine and its bias none or affine): ``"joint"``, a hinge, a slide or a
+    fixed tendon; ``"spatial"``, a spatial tendon through sites; ``None``: not modelled."""
+    if int(m.actuator_dyntype[a]) != 0 or int(m.actuator_gaintype[a]) not in (0, 1) or int(m.actuator_biastype[a]) not in (0, 1):
+        return None
     trn, target = int(m.actuator_trntype[a]), int(m.actuator_trnid[a, 0])
-    moves = (trn == _TRN_JOINT and m.jnt_type[target] in (_HINGE, _SLIDE)) or (trn == _TRN_TENDON and _is_fixed(m, target))
-    return moves and int(m.actuator_dyntype[a]) == 0 and int(m.actuator_gaintype[a]) in (0, 1) and int(m.actuator_biastype[a]) in (0, 1)
+    if (trn == _TRN_JOINT and m.jnt_type[target] in (_HINGE, _SLIDE)) or (trn == _TRN_TENDON and _is_fixed(m, target)):
+        return "joint"
+    return "spatial" if trn == _TRN_TENDON and _is_spatial(m, target) else None
 
 
-def _actuators(m, controls, jinfo: list[dict], locked: dict[str, float]) -> Actuators | None:
+def _actuators(m, controls, jinfo: list[dict], locked: dict[str, float], spatial: list[int]) -> tuple[Actuators | None, Actuators | None]:
     """``Actuators`` of the file's actuators that move movable hinges and slides, directly or
     through a fixed tendon (a locked joint's share of a tendon is a constant; an actuator that
-    moves only locked joints does nothing; ``None``: none left), their controls from
-    ``controls``."""
+    moves only locked joints does nothing), over the joints; and of those on the spatial tendons
+    ``spatial``, over those tendons' lengths (``SpatialTendons``' law). Their controls from
+    ``controls``, in the file's order of all of them (``None``: none of a kind)."""
     import mujoco
 
     column = {ji["joint"]: i for i, ji in enumerate(jinfo)}
     names = _names(m, mujoco.mjtObj.mjOBJ_ACTUATOR, m.nu)
-    moment, offset, rows = [], [], []
+    kinds = {"joint": ([], [], []), "spatial": ([], [], [])}  # rows, moment, offset
     for a in range(m.nu):
-        if not _drives_a_joint(m, a):
+        kind = _modelled_actuator(m, a)
+        if kind is None:
             continue
         target, gear = int(m.actuator_trnid[a, 0]), float(m.actuator_gear[a, 0])
-        if int(m.actuator_trntype[a]) == _TRN_JOINT:
+        if kind == "spatial":
+            row, shift = np.zeros(len(spatial)), 0.0
+            row[spatial.index(target)] = gear
+        elif int(m.actuator_trntype[a]) == _TRN_JOINT:
             row, shift = np.zeros(len(jinfo)), 0.0
             if target in column:
                 row[column[target]] = gear
@@ -1277,36 +1289,45 @@ def _actuators(m, controls, jinfo: list[dict], locked: dict[str, float]) -> Actu
             A, shares = _tendon_rows(m, [target], jinfo, locked)
             row, shift = gear * A[0], gear * shares[0]
         if np.any(row != 0):
-            rows.append(a)
-            moment.append(row)
-            offset.append(shift)
+            for part, x in zip(kinds[kind], (a, row, shift)):
+                part.append(x)
+    rows = sorted(kinds["joint"][0] + kinds["spatial"][0])
     used = [names[a] for a in rows]
-    if callable(controls) and not isinstance(controls, Mapping):
-        signal = _checked(controls, f"controls (one function of t for the actuators {used})", (len(used),))
+    one = callable(controls) and not isinstance(controls, Mapping)
+    if one:
+        controls = _checked(controls, f"controls (one function of t for the actuators {used})", (len(used),))
     elif isinstance(controls, Mapping):
         bad = [k for k in controls if k not in used]
         if bad:
             others = [k for k in bad if k in names]
             why = f"actuators difflie does not model or on locked joints {others}" if others else f"unknown actuators {bad}"
             raise ValueError(f"load_model: controls names {why}; the modelled actuators are {used}")
-        signal = _signal(dict(controls), used, (), "controls") if used else None
     else:
         raise ValueError(f"load_model: controls must be {{actuator name: number, expression of t or function of t}} or one "
                          f"function t -> (n_actuators,), got {type(controls).__name__}")  # fmt: skip
-    if not rows:
-        return None
-    gain = np.array([m.actuator_gainprm[a, :3] * ((1, 1, 1) if m.actuator_gaintype[a] == 1 else (1, 0, 0)) for a in rows], float)
-    bias = np.array([m.actuator_biasprm[a, :3] * (m.actuator_biastype[a] == 1) for a in rows], float)
+
+    def made(kind, ranges, limited):
+        mine, moment, offset = kinds[kind]
+        if not mine:
+            return None
+        own = [names[a] for a in mine]
+        signal = controls if one else _signal({k: v for k, v in controls.items() if k in own}, own, (), "controls")
+        gain = np.array([m.actuator_gainprm[a, :3] * ((1, 1, 1) if m.actuator_gaintype[a] == 1 else (1, 0, 0)) for a in mine], float)
+        bias = np.array([m.actuator_biasprm[a, :3] * (m.actuator_biastype[a] == 1) for a in mine], float)
+        on = [int(m.actuator_trnid[a, 0]) if int(m.actuator_trntype[a]) == _TRN_TENDON else -1 for a in mine]
+        bounded = sorted({k for k in on if k >= 0 and m.tendon_actfrclimited[k]})  # tendons whose actuators' sum is bounded
+        arrays = (np.array(moment), np.array(offset), gain, bias, m.actuator_ctrlrange[mine], m.actuator_forcerange[mine], ranges,
+                  m.tendon_actfrcrange[bounded].reshape(-1, 2))  # fmt: skip
+        return Actuators(
+            signal, *(jnp.asarray(np.asarray(x, float)) for x in arrays),
+            ctrl_limited=[bool(m.actuator_ctrllimited[a]) for a in mine], force_limited=[bool(m.actuator_forcelimited[a]) for a in mine],
+            joint_limited=limited, names=own, tendon=[bounded.index(k) if k in bounded else -1 for k in on],
+            select=[rows.index(a) for a in mine] if one else None,
+        )  # fmt: skip
+
     joints = [ji["joint"] for ji in jinfo]
-    on = [int(m.actuator_trnid[a, 0]) if int(m.actuator_trntype[a]) == _TRN_TENDON else -1 for a in rows]
-    limited = sorted({k for k in on if k >= 0 and m.tendon_actfrclimited[k]})  # tendons whose actuators' sum is bounded
-    arrays = (np.array(moment), np.array(offset), gain, bias, m.actuator_ctrlrange[rows], m.actuator_forcerange[rows], m.jnt_actfrcrange[joints],
-              m.tendon_actfrcrange[limited].reshape(-1, 2))  # fmt: skip
-    return Actuators(
-        signal, *(jnp.asarray(np.asarray(x, float)) for x in arrays),
-        ctrl_limited=[bool(m.actuator_ctrllimited[a]) for a in rows], force_limited=[bool(m.actuator_forcelimited[a]) for a in rows],
-        joint_limited=[bool(m.jnt_actfrclimited[j]) for j in joints], names=used, tendon=[limited.index(k) if k in limited else -1 for k in on],
-    )  # fmt: skip
+    return (made("joint", m.jnt_actfrcrange[joints], [bool(m.jnt_actfrclimited[j]) for j in joints]),
+            made("spatial", np.zeros((len(spatial), 2)), [False] * len(spatial)))  # fmt: skip
 
 
 def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
