@@ -101,8 +101,9 @@ def undeclared_couplings(model: Model) -> set[tuple[int, int]]:
 
 def mujoco_rollout(mj, steps: int, every: int, qpos=None, qvel=None, read=lambda m, d: d.qpos.copy(), ctrl=None) -> np.ndarray:
     """MuJoCo's own run of the model ``mj`` (its integrator and timestep) from ``qpos``,
-    ``qvel`` (default: its reference, at rest), with constant controls ``ctrl``, over ``steps``
-    steps, ``read(m, d)`` every ``every`` steps from the first."""
+    ``qvel`` (default: its reference, at rest), with the controls ``ctrl`` (constants, or a
+    function of time set at each step's middle), over ``steps`` steps, ``read(m, d)`` every
+    ``every`` steps from the first."""
     import mujoco
 
     data, out = mujoco.MjData(mj), []
@@ -110,11 +111,13 @@ def mujoco_rollout(mj, steps: int, every: int, qpos=None, qvel=None, read=lambda
         data.qpos[:] = qpos
     if qvel is not None:
         data.qvel[:] = qvel
-    if ctrl is not None:
+    if ctrl is not None and not callable(ctrl):
         data.ctrl[:] = ctrl
     for k in range(steps + 1):
         if k % every == 0:
             mujoco.mj_forward(mj, data)
             out.append(read(mj, data))
+        if callable(ctrl):
+            data.ctrl[:] = ctrl(data.time + mj.opt.timestep / 2)
         mujoco.mj_step(mj, data)
     return np.array(out)

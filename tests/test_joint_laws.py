@@ -372,15 +372,8 @@ def test_actuators_on_spatial_tendons_follow_mujoco(tmp_path):
     runs = []
     for on in (1.0, 0.0):  # with the tendons' actuators, and without them (no control, no bias)
         mj.actuator_biasprm[[0, 2]] *= on
-        data, q_mj = mujoco.MjData(mj), []
-        data.qpos[:] = list(q0.values())
-        for k in range(3001):
-            if k % 500 == 0:
-                q_mj.append(data.qpos.copy())
-            t = data.time + 5e-5
-            data.ctrl[:] = [0.55 * on, 0.3 * np.cos(5 * t), 0.5 * np.sin(10 * t) * on]
-            mujoco.mj_step(mj, data)
-        runs.append(np.array(q_mj))
+        controls = lambda t, on=on: [0.55 * on, 0.3 * np.cos(5 * t), 0.5 * np.sin(10 * t) * on]  # noqa: E731
+        runs.append(mujoco_rollout(mj, 3000, 500, list(q0.values()), ctrl=controls))
     assert np.abs(runs[0] - runs[1]).max() > 0.05
     assert np.abs(q - runs[0]).max() < 7e-6, np.abs(q - runs[0]).max()
     one = dl.load_model(str(path), joint_positions=q0, controls=lambda t: jnp.stack([0.55 + 0 * t, 0.3 * jnp.cos(5 * t), 0.5 * jnp.sin(10 * t)]))
@@ -625,16 +618,8 @@ def _driven_rollout(xml: str, qpos, extra: tuple = ()) -> np.ndarray:
     middle."""
     import mujoco
 
-    mj = mujoco.MjModel.from_xml_string(xml)
-    data, q_mj = mujoco.MjData(mj), []
-    data.qpos[:] = np.asarray(qpos)
-    for k in range(3001):
-        if k % 300 == 0:
-            q_mj.append(data.qpos.copy())
-        middle = data.time + 5e-5
-        data.ctrl[:] = [0.8, 0.5 * np.sin(20 * middle), 3.0, 0.3, 0.2 * np.cos(10 * middle), *extra]
-        mujoco.mj_step(mj, data)
-    return np.array(q_mj)
+    controls = lambda t: [0.8, 0.5 * np.sin(20 * t), 3.0, 0.3, 0.2 * np.cos(10 * t), *extra]  # noqa: E731
+    return mujoco_rollout(mujoco.MjModel.from_xml_string(xml), 3000, 300, np.asarray(qpos), ctrl=controls)
 
 
 @pytest.fixture(scope="module")

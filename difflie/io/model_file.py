@@ -634,12 +634,12 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
     tol, accept = max(_ASSEMBLY_TOL, 10 * rounding), max(1e-9, 100 * rounding)
     phi0 = np.asarray(_initial_rows(model, t0))
     res0 = float(np.max(np.abs(phi0), initial=0.0))
+    worst = model.constraint_names[int(np.argmax(np.abs(phi0)))] if phi0.size else None
     if np.linalg.norm(phi0) < tol:  # consistent: no Gauss-Newton program to compile
         r, R, iters, res = r0, R0, 0, res0
     else:
         # Gauss-Newton's steps need independent rows: dependent ones (a planar loop in space)
         # are named, or removed, before it starts.
-        worst = model.constraint_names[int(np.argmax(np.abs(phi0)))]
         try:
             if redundant == "remove":
                 model, _ = remove_dependent_rows(model, t0, r0, R0, label)
@@ -652,7 +652,6 @@ def consistent_initial_state(model: Model, t0: float = 0.0, label: str = "model"
                 "on each other there only: start the bodies nearer a configuration their joints allow"
             ) from None
         r, R, iters, res = assemble(model, jnp.asarray(t0, dtype), form, tol=tol)
-    worst = model.constraint_names[int(np.argmax(np.abs(phi0)))] if phi0.size else None
     its = f"{int(iters)} Gauss-Newton iteration{'' if int(iters) == 1 else 's'}"
     if not float(res) < accept:
         raise ValueError(

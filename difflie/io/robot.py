@@ -361,8 +361,9 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
         items.append(f"plugins ({m.nplugin})")
     if int(m.opt.enableflags) & int(mujoco.mjtEnableBit.mjENBL_OVERRIDE):
         items.append("the override flag's solref and solimp (limits, friction and couplings keep their own)")
-    count("gravity compensation through actuators", sum(int(m.jnt_actgravcomp[j]) for j in range(m.njnt) if np.any(m.body_gravcomp != 0) and np.any(m.opt.gravity != 0)),
-          ": applied as a passive force, never clipped by actuatorfrcrange nor dropped without actuators")  # fmt: skip
+    if np.any(m.body_gravcomp != 0) and np.any(m.opt.gravity != 0):
+        count("gravity compensation through actuators", int(np.sum(m.jnt_actgravcomp)),
+              ": applied as a passive force, never clipped by actuatorfrcrange nor dropped without actuators")  # fmt: skip
     return items
 
 
