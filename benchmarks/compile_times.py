@@ -14,6 +14,12 @@ of the wait (XLA's compile), the total wait, and the run time of the compiled st
 comparison. The goal is 3 s or less for
 each; the fresh process is what makes the figure honest (a second compile in one process
 reuses JAX's tracing caches).
+
+``--eager``: a notebook's first call instead, ``dl.simulate(model, solver, 0, t1, 1e-3)``
+outside any ``jit`` (its own program compiled with ``difflie.xla.compiler_options``, as
+``difflie.xla.top_level_jit`` does), beside the same call inside a plain ``equinox.filter_jit``
+(XLA's default options), each in a fresh process: the wait of the first call (trace, compile,
+run) and the median of five later calls.
 """
 
 from __future__ import annotations
@@ -70,16 +76,68 @@ def measure(model_name: str, solver_name: str, t1: float) -> dict:
                 total_s=t_lower + t_compile, run_s=t_run)  # fmt: skip
 
 
+def measure_eager(model_name: str, solver_name: str, t1: float, plain: bool) -> dict:
+    """A first ``simulate`` outside ``jit`` (``plain``: inside a plain ``filter_jit``)."""
+    import equinox as eqx
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)
+    import difflie as dl
+    from difflie.__main__ import builtin_models, default_solvers
+
+    model = builtin_models()[model_name]()
+    solver = default_solvers()[solver_name]
+    try:
+        solver.check_model(model)
+    except ValueError as e:
+        return dict(model=model_name, solver=solver_name, refused=str(e))
+
+    def go(m):
+        return dl.simulate(m, solver, 0.0, t1, 1e-3).states
+
+    run = eqx.filter_jit(go) if plain else go
+    times = []
+    for _ in range(6):
+        t0 = time.perf_counter()
+        jax.block_until_ready(run(model))
+        times.append(time.perf_counter() - t0)
+    return dict(model=model_name, solver=solver_name, bodies=model.num_bodies, first_s=times[0],
+                run_s=sorted(times[1:])[2])  # fmt: skip
+
+
+def main_eager(models, solvers, t1, env):
+    print("| model | bodies | solver | first call, plain jit s | first call, eager s | later calls, plain jit s | later calls, eager s |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for m in models:
+        for s in solvers:
+            rows = []
+            for kind in ("plain", "eager"):
+                out = subprocess.run([sys.executable, __file__, "--one", m, s, "--t1", str(t1), "--eager", "--kind", kind],
+                                     capture_output=True, text=True, env=env)  # fmt: skip
+                rows.append(json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None)
+            if None in rows or "refused" in rows[0]:
+                continue
+            p, e = rows
+            print(f"| {m} | {p['bodies']} | {s} | {p['first_s']:.2f} | {e['first_s']:.2f} | {p['run_s']:.4f} | "
+                  f"{e['run_s']:.4f} |", flush=True)  # fmt: skip
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--solvers", nargs="*")
     parser.add_argument("--t1", type=float, default=1.0)
     parser.add_argument("--json")
+    parser.add_argument("--eager", action="store_true", help="a notebook's first simulate, outside jit")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # a child process: model, solver
+    parser.add_argument("--kind", help=argparse.SUPPRESS)  # a child of --eager: plain or eager
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(*args.one, args.t1)))
+        if args.eager:
+            print(json.dumps(measure_eager(*args.one, args.t1, args.kind == "plain")))
+        else:
+            print(json.dumps(measure(*args.one, args.t1)))
         return
 
     from difflie.__main__ import SOLVERS, builtin_models
@@ -90,6 +148,10 @@ def main():
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     import jax
 
+    if args.eager:
+        print(f"jax {jax.__version__}, {os.cpu_count()} cores, t1 = {args.t1} s\n")
+        main_eager(models, solvers, args.t1, env)
+        return
     print(f"jax {jax.__version__}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, t1 = {args.t1} s\n")
     print("| model | bodies | solver | trace+lower s | compile s | total s | run s |")
     print("|---|---:|---|---:|---:|---:|---:|")

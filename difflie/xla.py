@@ -26,9 +26,11 @@ chain). The command line compiles the start so.
 
 They are per-compilation options: pass them as
 ``jax.jit(f, compiler_options=...)``, or use ``jit``; the identification steps use
-``filter_jit``. JAX accepts compiler options only on a top-level ``jit``, so ``simulate``
-(usually traced inside the caller's ``jit``) keeps a plain ``eqx.filter_jit``: wrap your own
-top-level function. difflie never changes a global flag.
+``filter_jit``. JAX accepts compiler options only on a top-level ``jit``: ``simulate`` and the
+functions of ``eager`` take them when called outside any trace (``top_level_jit``; a
+notebook's first ``simulate`` of the four link waits 4.1 s instead of 5.0 s), and XLA's
+defaults inside the caller's ``jit``, ``vmap`` or ``grad``: wrap your own top-level function.
+difflie never changes a global flag.
 """
 
 from __future__ import annotations
@@ -88,10 +90,11 @@ def eager(fun: Callable, *, static_argnums: tuple[int, ...] | None = None) -> Ca
 
     ``static_argnums`` given: ``jax.jit`` with those static (its C++ dispatch, ~10 us a call),
     every other argument a pytree of arrays, and plain ``fun`` under a trace (the group maps:
-    small and called often); else ``equinox.filter_jit`` (any argument, the non-arrays static;
-    ~50-100 us a call), under a trace too, where it traces ``fun`` once per signature."""
+    small and called often); else ``top_level_jit`` (any argument, the non-arrays static;
+    ~50-100 us a call; ``compiler_options`` outside a trace), under a trace too, where it
+    traces ``fun`` once per signature."""
     fast = static_argnums is not None
-    compiled = jax.jit(fun, static_argnums=static_argnums) if fast else eqx.filter_jit(fun)
+    compiled = jax.jit(fun, static_argnums=static_argnums) if fast else top_level_jit(fun)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -136,6 +139,43 @@ def jit(fun: Callable, **kwargs: Any) -> Callable:
     """``jax.jit(fun, **kwargs)`` compiled with ``compiler_options`` (merged under any given)."""
     options = {**compiler_options(), **(kwargs.pop("compiler_options", None) or {})}
     return jax.jit(fun, compiler_options=options or None, **kwargs)
+
+
+def outside_traces() -> bool:
+    """Whether no trace (``jit``, ``vmap``, ``grad``) is under way: a ``jit`` called now is a
+    top-level one and may take compiler options. JAX has no public test for this; where its
+    private one is missing, ``False`` (compile with XLA's defaults)."""
+    try:
+        from jax._src.core import trace_state_clean
+    except ImportError:  # pragma: no cover - a JAX without it
+        return False
+    return bool(trace_state_clean())
+
+
+class top_level_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
+    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` when it is called outside
+    any trace (a notebook's ``simulate(...)``), with XLA's defaults inside one (the caller's
+    ``jit``, ``vmap`` or ``grad``, which JAX alone may give options). One cache per kind."""
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self.traced = eqx.filter_jit(fun)
+        self._top = None
+        functools.update_wrapper(self, fun)
+
+    def jitted(self):
+        """The ``filter_jit`` for a call now."""
+        if not outside_traces():
+            return self.traced
+        if self._top is None:
+            self._top = eqx.filter_jit(self.fun, compiler_options=compiler_options() or None)
+        return self._top
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted()(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted().lower(*args, **kwargs)
 
 
 class filter_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
