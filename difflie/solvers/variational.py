@@ -280,6 +280,16 @@ class _ModelWrench(eqx.Module):
         return eom.about_origin(R, com, f[0], tau[0])
 
 
+def _check_one_free_body(model) -> None:
+    """A ``ValueError`` unless ``model`` is one body without constraints."""
+    if isinstance(model, FreeBody):
+        return
+    if model.num_bodies != 1:
+        raise ValueError(f"variational integrators take a model with one body, got {model.num_bodies} bodies")
+    if model.constraints is not None:
+        raise ValueError("variational integrators take a model without constraints")
+
+
 def as_free_body(model) -> FreeBody:
     """A ``FreeBody`` from a one-body model without constraints (or the body itself).
 
@@ -287,11 +297,7 @@ def as_free_body(model) -> FreeBody:
     """
     if isinstance(model, FreeBody):
         return model
-    nb = model.num_bodies
-    if nb != 1:
-        raise ValueError(f"variational integrators take a model with one body, got {nb} bodies")
-    if model.constraints is not None:
-        raise ValueError("variational integrators take a model without constraints")
+    _check_one_free_body(model)
     b = model.bodies
     m, c = b.mass[0], b.com[0]
     r0, R0, v0, omega0 = (x[0] for x in model.initial_state())
@@ -350,7 +356,7 @@ class _AbstractVariational(AbstractSolver):
             raise ValueError(f"max_iterations must be >= 1, got {self.max_iterations}")
 
     def check_model(self, model) -> None:
-        as_free_body(model)
+        _check_one_free_body(model)
 
     def _rtol(self, dtype):
         return 64 * float(jnp.finfo(dtype).eps) if self.rtol is None else self.rtol
