@@ -1,7 +1,8 @@
 """Laws of the joint state: the torques (forces) that springs, limits, friction and tendons
 apply at a robot's joints, as functions ``law(t, q, qd) -> (nj,)`` of its joint coordinates
 and rates that a ``difflie.joint_space.JointFeedback`` applies at the joints (equal and
-opposite on each joint's two bodies), and the limits of ball joints (``BallLimits``, a force).
+opposite on each joint's two bodies), and the limits and friction of ball joints
+(``BallLimits``, ``BallFriction``: forces).
 ``difflie.load_model`` builds them from a robot file's joint ``stiffness``, ``range``,
 ``frictionloss`` and fixed tendons, with the softness of MuJoCo's constraints (Todorov 2014)
 where MuJoCo makes a limit or friction a soft constraint; every array is a pytree leaf (to
@@ -148,6 +149,35 @@ class BallLimits(AbstractForce):
         inverse = jnp.sum(axis * mv(self.inverse_inertia.astype(dtype), axis), axis=-1)  # e . W e
         u = self.limits(t, theta, jnp.sum(axis * omega_rel, axis=-1)) / jnp.where(turned, inverse, 1.0)
         return jnp.zeros_like(r), _couples(self.parent, self.child, R, Rp, u[:, None] * axis)
+
+
+class BallFriction(AbstractForce):
+    """Dry friction of ball joints (MJCF ``frictionloss`` of a ball's three degrees of freedom):
+    ``JointFriction``'s law on each component of ``omega_rel``, the child's angular velocity
+    relative to its parent in the child's axes (MuJoCo's velocity of a ball joint),
+
+        u_k = -clip(damping_k omega_rel_k, -friction_k, friction_k),
+
+    the couple ``u`` (child's axes) on the child and its opposite on the parent (-1: ground),
+    which delivers the power ``u . omega_rel`` (never positive). ``friction`` and ``damping``
+    are ``(n, 3)`` leaves, per ball and axis."""
+
+    parent: tuple[int, ...] = eqx.field(static=True)
+    child: tuple[int, ...] = eqx.field(static=True)
+    friction: Float[Array, "n 3"]
+    damping: Float[Array, "n 3"]
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.parent, self.child))
+
+    def __call__(self, t, r, R, rdot, omega):
+        dtype = r.dtype
+        chi = np.asarray(self.child)
+        w_p = jnp.concatenate([mv(R, omega), jnp.zeros((1, 3), dtype)])[_parent_rows(self.parent, R.shape[0])]
+        omega_rel = omega[chi] - mtv(R[chi], w_p)
+        friction = self.friction.astype(dtype)
+        u = -jnp.clip(self.damping.astype(dtype) * omega_rel, -friction, friction)
+        return jnp.zeros_like(r), _couples(self.parent, self.child, R, _parent_rotations(self.parent, R), u)
 
 
 class JointFriction(eqx.Module):
@@ -398,4 +428,4 @@ def coupled_joints(law) -> tuple[tuple[int, ...], ...] | None:
     return None if method is None else method()
 
 
-__all__ = ["Actuators", "BallLimits", "JointCouplings", "JointFriction", "JointLaws", "JointLimits", "JointPD", "JointSpring", "TendonSpring", "Tendons", "coupled_joints", "impedance"]
+__all__ = ["Actuators", "BallFriction", "BallLimits", "JointCouplings", "JointFriction", "JointLaws", "JointLimits", "JointPD", "JointSpring", "TendonSpring", "Tendons", "coupled_joints", "impedance"]

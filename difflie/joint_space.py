@@ -140,8 +140,8 @@ def _poses(com: Float[Array, "nb 3"], states):
 
 
 def _indices(js: JointSpace, nb: int):
-    par = np.asarray(js.parent)
-    return np.where(par < 0, nb, par), np.asarray(js.child)
+    par = np.asarray(js.parent, dtype=int)  # integers also when empty (a robot of ball joints only)
+    return np.where(par < 0, nb, par), np.asarray(js.child, dtype=int)
 
 
 def _unwrap(theta: Array, target: Array) -> Array:

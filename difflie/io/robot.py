@@ -40,7 +40,8 @@ From the compiled body tree:
   spring-dampers (``JointLimits``) with the stiffness and damping of MuJoCo's soft limits, those
   of balls (their largest angle) the same law of the ball's angle (``BallLimits``), and
   with ``joint_friction=True`` their ``frictionloss`` saturating dampers (``JointFriction``)
-  that creep as MuJoCo's soft friction does;
+  that creep as MuJoCo's soft friction does, on each of a ball's three axes in the child
+  (``BallFriction``);
 - the springs and dampers of fixed tendons (MJCF ``<tendon><fixed>``: a length that is a linear
   combination of joint coordinates) act on their joints as MuJoCo applies them (``Tendons``),
   their ``armature`` as a rotor inertia along their length (``JointInertia``), and with
@@ -92,7 +93,7 @@ from ..body import RigidBody
 from ..expr import Expression, ExpressionError
 from ..forces import BallSpring, BallTorque, DeadLoad, JointForce, JointInertia, JointTorques, SpatialTendons
 from ..hinges import HingeGroups
-from ..joint_laws import Actuators, BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
+from ..joint_laws import Actuators, BallFriction, BallLimits, JointCouplings, JointFriction, JointLaws, JointLimits, JointSpring, Tendons, TendonSpring
 from ..joint_space import BallJoints, JointFeedback, JointSpace
 from ..model import Model
 from .model_file import ModelFileError, consistent_initial_state
@@ -315,10 +316,9 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     if not joint_limits:
         count("joint limits", sum(int(m.jnt_limited[j]) for j in movable + balls), "; joint_limits=True enforces them")
     if not joint_friction:
-        count("joint friction", sum(int(m.dof_frictionloss[dof[j]] > 0) for j in movable), "; joint_friction=True enforces it")
-    count("friction of ball and free joints",
-          sum(int(np.any(m.dof_frictionloss[dof[j] : dof[j] + (3 if m.jnt_type[j] == _BALL else 6)] > 0))
-              for j in range(m.njnt) if m.jnt_type[j] in (_BALL, _FREE)))  # fmt: skip
+        count("joint friction", sum(int(np.any(m.dof_frictionloss[dof[j] : dof[j] + (3 if m.jnt_type[j] == _BALL else 1)] > 0))
+                                    for j in movable + balls), "; joint_friction=True enforces it")  # fmt: skip
+    count("friction of free joints", sum(int(np.any(m.dof_frictionloss[dof[j] : dof[j] + 6] > 0)) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     count("armature of free joints", sum(int(m.dof_armature[dof[j]] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     count("springs of free joints", sum(int(m.jnt_stiffness[j] > 0) for j in range(m.njnt) if m.jnt_type[j] == _FREE))
     if collision:
@@ -485,8 +485,9 @@ def load_robot(
     MuJoCo's (``difflie.joint_laws.JointLimits``, ``BallLimits``, from each joint's
     ``solreflimit``); ``False`` (the
     default) leaves them out and names them in the warning. ``joint_friction``: ``True`` makes
-    the ``frictionloss`` of hinges and slides (URDF ``<dynamics friction>``) dry friction that
-    creeps as MuJoCo's soft friction does (``difflie.joint_laws.JointFriction``); ``False`` names
+    the ``frictionloss`` of hinges, slides and balls (URDF ``<dynamics friction>``) dry friction
+    that creeps as MuJoCo's soft friction does (``difflie.joint_laws.JointFriction``,
+    ``BallFriction``); ``False`` names
     it in the warning. ``joint_couplings``: ``True`` holds the joint couplings (URDF ``mimic``,
     MJCF ``<equality><joint>``) as softly as MuJoCo does (``difflie.joint_laws.JointCouplings``)
     and starts a follower that ``joint_positions`` leaves out on its coupling; ``False`` names
@@ -650,6 +651,7 @@ def load_robot(
                     damping=float(m.dof_damping[m.jnt_dofadr[j]]), armature=float(m.dof_armature[m.jnt_dofadr[j]]),
                     stiffness=float(m.jnt_stiffness[j]), rest=_quat_matrix(m.qpos_spring[adr : adr + 4]),
                     limits=_limits(m, j, path) if joint_limits else None,
+                    friction=_ball_friction(m, j, path) if joint_friction else None,
                     inverse_inertia=inverse_mass[m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3, m.jnt_dofadr[j] : m.jnt_dofadr[j] + 3]
                     if joint_limits and m.jnt_limited[j] else None,
                 )
@@ -921,6 +923,17 @@ def _friction(m, j: int, path: str) -> tuple[float, float] | None:
                          f"{path}: joint {m.joint(j).name!r}")  # fmt: skip
 
 
+def _ball_friction(m, j: int, path: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ball joint ``j``'s ``_friction_law`` per degree of freedom (``(3,)`` frictions and
+    dampings, each at its ``1 / dof_invweight0``). ``None`` without friction."""
+    dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + 3)
+    if not any(m.dof_frictionloss[d] > 0 for d in dofs):
+        return None
+    laws = [_friction_law(float(m.dof_frictionloss[d]), m.dof_solref[d], m.dof_solimp[d], 1.0 / float(m.dof_invweight0[d]),
+                          f"{path}: ball joint {m.joint(j).name!r}") for d in dofs]  # fmt: skip
+    return np.array([f for f, _ in laws]), np.array([c for _, c in laws])
+
+
 def _is_fixed(m, k: int) -> bool:
     """Whether tendon ``k`` is a fixed one (a linear combination of joint coordinates)."""
     adr, num = m.tendon_adr[k], m.tendon_num[k]
@@ -1097,7 +1110,8 @@ def _ball_joints(binfo: list[dict]) -> BallJoints | None:
 def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
     """Damping and rotor inertia of the ball joints that have them: three 1-DOF joints each
     about the parent's axes, ``sum_k e_k e_k^T = I`` (module docstring); their springs
-    (``BallSpring``, about MuJoCo's ``qpos_spring``); their limits (``BallLimits``)."""
+    (``BallSpring``, about MuJoCo's ``qpos_spring``); their limits (``BallLimits``); their
+    friction (``BallFriction``)."""
     def triads(key):
         """The 1-DOF joints of the balls whose ``key`` is not 0, and its value on each."""
         some = [bi for bi in binfo if bi[key] != 0]
@@ -1119,6 +1133,11 @@ def _ball_forces(binfo: list[dict], com: np.ndarray) -> list:
         law = _stacked_limits([bi["limits"] for bi in limited], [False] * len(limited), one_sided=True)
         out.append(BallLimits(tuple(bi["parent"] for bi in limited), tuple(bi["child"] for bi in limited),
                               _stacked(limited, "C"), _stacked(limited, "inverse_inertia"), law))  # fmt: skip
+    rubbing = [bi for bi in binfo if bi["friction"] is not None]
+    if rubbing:
+        out.append(BallFriction(tuple(bi["parent"] for bi in rubbing), tuple(bi["child"] for bi in rubbing),
+                                jnp.asarray(np.stack([bi["friction"][0] for bi in rubbing])),
+                                jnp.asarray(np.stack([bi["friction"][1] for bi in rubbing]))))  # fmt: skip
     sprung = [bi for bi in binfo if bi["stiffness"] != 0]
     if sprung:
         out.append(BallSpring(tuple(bi["parent"] for bi in sprung), tuple(bi["child"] for bi in sprung),
