@@ -141,21 +141,24 @@ def jit(fun: Callable, **kwargs: Any) -> Callable:
     return jax.jit(fun, compiler_options=options or None, **kwargs)
 
 
+try:  # JAX has no public test for "no trace under way"
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # pragma: no cover - a JAX without it: every jit compiles with XLA's defaults
+    _trace_state_clean = None
+
+
 def outside_traces() -> bool:
     """Whether no trace (``jit``, ``vmap``, ``grad``) is under way: a ``jit`` called now is a
-    top-level one and may take compiler options. JAX has no public test for this; where its
-    private one is missing, ``False`` (compile with XLA's defaults)."""
-    try:
-        from jax._src.core import trace_state_clean
-    except ImportError:  # pragma: no cover - a JAX without it
-        return False
-    return bool(trace_state_clean())
+    top-level one and may take compiler options (``False`` where JAX's private test is missing:
+    compile with XLA's defaults)."""
+    return _trace_state_clean is not None and bool(_trace_state_clean())
 
 
 class top_level_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
     """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` when it is called outside
     any trace (a notebook's ``simulate(...)``), with XLA's defaults inside one (the caller's
-    ``jit``, ``vmap`` or ``grad``, which JAX alone may give options). One cache per kind."""
+    ``jit``, ``vmap`` or ``grad``: JAX takes options on the outermost ``jit`` only). One cache
+    per kind."""
 
     def __init__(self, fun: Callable):
         self.fun = fun
@@ -163,7 +166,7 @@ class top_level_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
         self._top = None
         functools.update_wrapper(self, fun)
 
-    def jitted(self):
+    def jitted_now(self):
         """The ``filter_jit`` for a call now."""
         if not outside_traces():
             return self.traced
@@ -172,10 +175,10 @@ class top_level_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
         return self._top
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted()(*args, **kwargs)
+        return self.jitted_now()(*args, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted().lower(*args, **kwargs)
+        return self.jitted_now().lower(*args, **kwargs)
 
 
 class filter_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
