@@ -17,7 +17,7 @@ reuses JAX's tracing caches).
 
 ``--eager``: a notebook's first call instead, ``dl.simulate(model, solver, 0, t1, 1e-3)``
 outside any ``jit`` (its own program compiled with ``difflie.xla.compiler_options``, as
-``difflie.xla.top_level_jit`` does), beside the same call inside a plain ``equinox.filter_jit``
+``difflie.xla.filter_jit`` does), beside the same call inside a plain ``equinox.filter_jit``
 (XLA's default options), each in a fresh process: the wait of the first call (trace, compile,
 run) and the median of five later calls.
 """

@@ -526,6 +526,14 @@ def _parent_rotations(parent: tuple[int, ...], R: Float[Array, "nb 3 3"]) -> Flo
     return jnp.concatenate([R, jnp.eye(3, dtype=R.dtype)[None]])[_parent_rows(parent, R.shape[0])]
 
 
+def _relative_angular_velocity(parent, child, R, omega) -> Float[Array, "n 3"]:
+    """``omega_c - R_c^T w_p``: each child's angular velocity relative to its parent (-1: the
+    ground, at rest), in the child's axes (``omega``: body axes, ``w_p`` the parent's in world)."""
+    chi = np.asarray(child)
+    w_p = jnp.concatenate([mv(R, omega), jnp.zeros((1, 3), R.dtype)])[_parent_rows(parent, R.shape[0])]
+    return omega[chi] - mtv(R[chi], w_p)
+
+
 def _couples(parent, child, R, Rp: Float[Array, "n 3 3"], tau_c: Float[Array, "n 3"]) -> Float[Array, "nb 3"]:
     """Body-axes torques of the couples ``tau_c`` (each in its child's axes) on ``child`` and
     their opposites on ``parent`` (-1: ground, which takes none); ``Rp``: the parents'

@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from .forces import AbstractForce, _couples, _parent_rotations, _parent_rows, nonzero_columns
+from .forces import AbstractForce, _couples, _parent_rotations, _relative_angular_velocity, nonzero_columns
 from .lie import SO3
-from .lie.ops import mm, mtv, mv
+from .lie.ops import mm, mv
 
 
 class JointSpring(eqx.Module):
@@ -144,8 +144,7 @@ class BallLimits(AbstractForce):
         turned = square > jnp.finfo(dtype).tiny  # no axis at the reference itself
         theta = jnp.where(turned, jnp.sqrt(jnp.where(turned, square, 1.0)), 0.0)
         axis = jnp.where(turned[:, None], phi / jnp.where(turned, theta, 1.0)[:, None], 0.0)
-        w_p = jnp.concatenate([mv(R, omega), jnp.zeros((1, 3), dtype)])[_parent_rows(self.parent, R.shape[0])]
-        omega_rel = omega[chi] - mtv(Rc, w_p)
+        omega_rel = _relative_angular_velocity(self.parent, self.child, R, omega)
         inverse = jnp.sum(axis * mv(self.inverse_inertia.astype(dtype), axis), axis=-1)  # e . W e
         u = self.limits(t, theta, jnp.sum(axis * omega_rel, axis=-1)) / jnp.where(turned, inverse, 1.0)
         return jnp.zeros_like(r), _couples(self.parent, self.child, R, Rp, u[:, None] * axis)
@@ -172,9 +171,7 @@ class BallFriction(AbstractForce):
 
     def __call__(self, t, r, R, rdot, omega):
         dtype = r.dtype
-        chi = np.asarray(self.child)
-        w_p = jnp.concatenate([mv(R, omega), jnp.zeros((1, 3), dtype)])[_parent_rows(self.parent, R.shape[0])]
-        omega_rel = omega[chi] - mtv(R[chi], w_p)
+        omega_rel = _relative_angular_velocity(self.parent, self.child, R, omega)
         friction = self.friction.astype(dtype)
         u = -jnp.clip(self.damping.astype(dtype) * omega_rel, -friction, friction)
         return jnp.zeros_like(r), _couples(self.parent, self.child, R, _parent_rotations(self.parent, R), u)

@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
 from .results import RESULTS, BodyState
 from .solvers.base import AbstractSolver, StepStats
-from .xla import concrete, top_level_jit
+from .xla import concrete, filter_jit
 
 
 class SaveAt(eqx.Module):
@@ -407,7 +407,7 @@ def _reporter(progress, t1, n: int):
 # -- fixed steps ---------------------------------------------------------------------------------
 
 
-@top_level_jit
+@filter_jit
 def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, save_every, progress, start):
     grid = t0 + (t1 - t0) * fractions
     y0, state0 = solver.init(model, t0, grid[1] - grid[0]) if start is None else start
@@ -565,7 +565,7 @@ def _all_finite(tree) -> Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if eqx.is_inexact_array(x)]))
 
 
-@top_level_jit
+@filter_jit
 def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, progress, start):
     y0, state0 = solver.init(model, t0, dt0) if start is None else start
     obs0 = solver.observe(model, y0)

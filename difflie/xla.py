@@ -24,13 +24,12 @@ as an implicit solver's consistent start (``simulate(..., start=...)``): half th
 1.5-3x slower run (milliseconds for a small mechanism; 0.3 -> 0.5 s for the start of a 256-body
 chain). The command line compiles the start so.
 
-They are per-compilation options: pass them as
-``jax.jit(f, compiler_options=...)``, or use ``jit``; the identification steps use
-``filter_jit``. JAX accepts compiler options only on a top-level ``jit``: ``simulate`` and the
-functions of ``eager`` take them when called outside any trace (``top_level_jit``; a
-notebook's first ``simulate`` of the four link waits 4.1 s instead of 5.0 s), and XLA's
-defaults inside the caller's ``jit``, ``vmap`` or ``grad``: wrap your own top-level function.
-difflie never changes a global flag.
+They are per-compilation options: pass them as ``jax.jit(f, compiler_options=...)``, or use
+``jit`` or ``filter_jit``. JAX accepts compiler options only on a top-level ``jit``:
+``simulate``, the identification steps and the functions of ``eager`` take them when called
+outside any trace (``filter_jit``; a notebook's first ``simulate`` of the four link waits 4.1 s
+instead of 5.0 s), and XLA's defaults inside the caller's ``jit``, ``vmap`` or ``grad``: wrap
+your own top-level function. difflie never changes a global flag.
 """
 
 from __future__ import annotations
@@ -90,11 +89,11 @@ def eager(fun: Callable, *, static_argnums: tuple[int, ...] | None = None) -> Ca
 
     ``static_argnums`` given: ``jax.jit`` with those static (its C++ dispatch, ~10 us a call),
     every other argument a pytree of arrays, and plain ``fun`` under a trace (the group maps:
-    small and called often); else ``top_level_jit`` (any argument, the non-arrays static;
+    small and called often); else ``filter_jit`` (any argument, the non-arrays static;
     ~50-100 us a call; ``compiler_options`` outside a trace), under a trace too, where it
     traces ``fun`` once per signature."""
     fast = static_argnums is not None
-    compiled = jax.jit(fun, static_argnums=static_argnums) if fast else top_level_jit(fun)
+    compiled = jax.jit(fun, static_argnums=static_argnums) if fast else filter_jit(fun)
 
     @functools.wraps(fun)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -154,11 +153,12 @@ def outside_traces() -> bool:
     return _trace_state_clean is not None and bool(_trace_state_clean())
 
 
-class top_level_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
-    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` when it is called outside
-    any trace (a notebook's ``simulate(...)``), with XLA's defaults inside one (the caller's
-    ``jit``, ``vmap`` or ``grad``: JAX takes options on the outermost ``jit`` only). One cache
-    per kind."""
+class filter_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
+    """``eqx.filter_jit(fun)``, compiled with ``compiler_options`` (chosen at the first call, not
+    at import, so the backend is not initialised by importing difflie) when it is called outside
+    any trace (a notebook's ``simulate(...)``, an identification step), with XLA's defaults
+    inside one (the caller's ``jit``, ``vmap`` or ``grad``: JAX takes options on the outermost
+    ``jit`` only). One cache per kind."""
 
     def __init__(self, fun: Callable):
         self.fun = fun
@@ -179,26 +179,3 @@ class top_level_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         return self.jitted_now().lower(*args, **kwargs)
-
-
-class filter_jit:  # noqa: N801 - used as a decorator, like eqx.filter_jit
-    """``eqx.filter_jit(fun)`` compiled with ``compiler_options``, chosen at the first call
-    (not at import, so the backend is not initialised by importing difflie). For top-level
-    calls only: JAX refuses compiler options on a ``jit`` traced inside another."""
-
-    def __init__(self, fun: Callable):
-        self.fun = fun
-        self._jitted = None
-        functools.update_wrapper(self, fun)
-
-    @property
-    def jitted(self):
-        if self._jitted is None:
-            self._jitted = eqx.filter_jit(self.fun, compiler_options=compiler_options() or None)
-        return self._jitted
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted(*args, **kwargs)
-
-    def lower(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted.lower(*args, **kwargs)

@@ -48,14 +48,14 @@ def test_filter_jit_compiles_with_the_options():
 
 
 @cpu_only
-def test_top_level_jit_takes_the_options_outside_traces_only():
+def test_filter_jit_takes_the_options_outside_traces_only():
     f, J, w = _batched_products()
-    g = xla.top_level_jit(f)
+    g = xla.filter_jit(f)
     assert not _offloaded(g.lower(J, w).lowered.compile())  # called outside any trace
     # Inside a caller's jit or grad, where JAX refuses options on a nested jit: XLA's defaults.
     np.testing.assert_allclose(jax.jit(g)(J, w), f(J, w))
     np.testing.assert_allclose(jax.grad(lambda J: g(J, w).sum())(J), jnp.broadcast_to(w[:, None, :], J.shape))
-    assert all(isinstance(fn, xla.top_level_jit) for fn in (dl.simulate.__globals__["_fixed"], dl.simulate.__globals__["_adaptive"]))
+    assert all(isinstance(fn, xla.filter_jit) for fn in (dl.simulate.__globals__["_fixed"], dl.simulate.__globals__["_adaptive"]))
 
 
 @cpu_only
