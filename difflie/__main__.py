@@ -94,6 +94,7 @@ def load(args):
 ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
                  "joint_torques": "--joint-torques", "locked_joints": "--lock", "floating_base": "--floating-base",
                  "joint_limits": "--joint-limits", "joint_friction": "--joint-friction", "joint_couplings": "--joint-couplings",
+                 "bound_mass": "--bound-mass", "bound_inertia": "--bound-inertia", "balance_inertia": "--balance-inertia",
                  "controls": "--controls"}  # fmt: skip
 
 
@@ -655,6 +656,15 @@ def _model_options(s: argparse.ArgumentParser) -> None:
     r.add_argument("--joint-couplings", action="store_true", default=None,
                    help="hold the file's joint couplings (URDF mimic, MJCF joint equalities) as softly as MuJoCo "
                         "does (default: not modelled, named in the warning)")
+    r.add_argument("--bound-mass", type=float, metavar="KG",
+                   help="least mass of every link, for files with massless placeholder links (MuJoCo's boundmass; "
+                        "default: as the file has it)")
+    r.add_argument("--bound-inertia", type=float, metavar="KG_M2",
+                   help="least principal moment of inertia of every link (MuJoCo's boundinertia; default: as the file "
+                        "has it)")
+    r.add_argument("--balance-inertia", action="store_true", default=None,
+                   help="a link whose principal moments break the triangle inequality takes their mean (MuJoCo's "
+                        "balanceinertia; default: as the file has it)")
     r.add_argument("--floating-base", action=argparse.BooleanOptionalAction, default=None,
                    help="free the root link; --no-floating-base fixes it where it starts (default: as the "
                         "file has it: an MJCF free joint floats, a URDF root is fixed)")

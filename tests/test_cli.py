@@ -541,6 +541,7 @@ def test_floating_base_frees_the_root_without_a_joint(tmp_path, capsys):
         (["--lock", "slide", "--joint-velocities", "slide=1"], "--joint-velocities names locked joints ['slide']"),
         (["--joint-positions", "spin=1", "--joint-positions", "slide=0,spin=2"], "--joint-positions gives 'spin' twice"),
         (["--controls", "grip=0.5*t"], "controls names unknown actuators ['grip']; the modelled actuators are []"),
+        (["--bound-mass=-1e-3"], "--bound-mass and bound_inertia must be >= 0, got -0.001 and 0.0"),
     ],
 )
 def test_bad_robot_options(argv_tail, message, tmp_path, capsys):
@@ -558,6 +559,8 @@ def test_bad_robot_options(argv_tail, message, tmp_path, capsys):
     "model, argv_tail, message",
     [
         ("heavy-top", ["--lock", "a"], "difflie: error: --lock applies to robot files (.urdf, MJCF .xml) only"),
+        ("heavy-top", ["--bound-mass", "1e-3", "--balance-inertia"],
+         "difflie: error: --bound-mass, --balance-inertia apply to robot files (.urdf, MJCF .xml) only"),
         ("pendulum.json", ["--joint-torques", "a=t", "--floating-base"],
          "difflie: error: --joint-torques, --floating-base apply to robot files (.urdf, MJCF .xml) only"),
     ],

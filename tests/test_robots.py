@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import pathlib
 import warnings
 
@@ -212,8 +213,10 @@ def test_malformed_robot_files(tmp_path):
         dl.load_model(_write(tmp_path, "ball.xml", ball), joint_positions={"elbow": 0.5})
     rotor = TOY_URDF[TOY_URDF.index('<link name="rotor">') : TOY_URDF.index('<link name="tcp"/>')]
     massless = TOY_URDF.replace(rotor, '<link name="rotor"/>\n  ')
-    with pytest.raises(ModelFileError, match=r"massless.urdf: link 'rotor': it moves but has no positive mass"):  # MuJoCo's check
+    with pytest.raises(ModelFileError, match=r"massless.urdf: link 'rotor' \(welded to \['tcp'\]\) moves but has no mass; bound_mass="):
         _load(_write(tmp_path, "massless.urdf", massless))
+    with pytest.raises(ValueError, match="bound_mass and bound_inertia must be >= 0"):
+        _load(_write(tmp_path, "massless.urdf", massless), bound_inertia=-1.0)
     bad = _write(tmp_path, "bad.urdf", TOY_URDF.replace("</robot>", ""))
     with pytest.raises(ModelFileError, match="bad.urdf: malformed XML"):
         dl.load_model(bad)
@@ -221,9 +224,17 @@ def test_malformed_robot_files(tmp_path):
     with pytest.raises(ModelFileError, match=r"unclosed.urdf: malformed XML, mismatched element at line \d+ \(element <link>\)"):
         dl.load_model(unclosed)
     flat = _write(tmp_path, "flat.urdf", TOY_URDF.replace('ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.015"',
-                                                         'ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.05"'))  # fmt: skip
-    with pytest.raises(ModelFileError, match=r"flat.urdf: link 'upper': .*triangle inequality A \+ B >= C"):
-        dl.load_model(flat)
+                                                         'ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.5"'))  # fmt: skip
+    with pytest.raises(ModelFileError, match=r"flat.urdf: link 'upper' \(welded to \['tool'\]\): .*triangle inequality A \+ B >= C"
+                                             r".*balance_inertia=True"):  # fmt: skip
+        _load(flat)
+    # balanced: upper's own moments (0.01, 0.01, 0.5) become their mean, as if the file said so
+    mean = 0.52 / 3
+    even = _write(tmp_path, "even.urdf", TOY_URDF.replace('ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0.002" izz="0.015"',
+                                                         f'ixx="{mean!r}" ixy="0" ixz="0" iyy="{mean!r}" iyz="0" izz="{mean!r}"'))  # fmt: skip
+    balanced, expected = _load(flat, balance_inertia=True), _load(even)
+    k = balanced.body_names.index("upper")
+    np.testing.assert_allclose(balanced.bodies.inertia[k], expected.bodies.inertia[k], rtol=1e-12, atol=1e-15)
     path = _write(tmp_path, "toy.urdf", TOY_URDF)
     with pytest.raises(ValueError, match=r"unknown joints \['elbow'\]"):
         _load(path, joint_positions={"elbow": 1.0})
@@ -399,6 +410,157 @@ PANDA_Q0 = {"panda_joint1": 0.3, "panda_joint2": -0.5, "panda_joint3": 0.2, "pan
             "panda_joint5": 0.4, "panda_joint6": 1.5, "panda_joint7": 0.7,
             "panda_finger_joint1": 0.01, "panda_finger_joint2": 0.02}  # fmt: skip
 PANDA_QD0 = {"panda_joint1": 0.5, "panda_joint4": -0.8, "panda_joint7": 2.0}
+
+
+# Links that MuJoCo's compiler refuses and Pinocchio reads as written (example-robot-data):
+# a massless root whose inertia is a placeholder that is not positive definite (Go1, with a
+# floating base: welded to the trunk), a link whose moments break the triangle inequality
+# welded to its tip (Allegro hand), a massless link with a rotational inertia (Bolt's feet), a
+# placeholder antenna and continuous joints (TIAGo).
+PLACEHOLDERS = {"go1_description/urdf/go1.urdf": True, "allegro_hand_description/urdf/allegro_right_hand.urdf": False,
+                "bolt_description/robots/bolt.urdf": False, "tiago_description/robots/tiago_no_hand.urdf": False}  # fmt: skip
+
+
+def _pinocchio_q(pm, x):
+    """Pinocchio's coordinates of the 1-DOF joints at angles ``x`` (a continuous joint's are
+    ``(cos, sin)``)."""
+    joints = [j for j in list(pm.joints)[1:] if j.nv == 1]
+    return np.concatenate([[np.cos(a), np.sin(a)] if j.nq == 2 else [a] for j, a in zip(joints, x)])
+
+
+def _matches_pinocchio(path: str, floating: bool, seed: int = 0, **kwargs) -> float:
+    """Largest difference of poses, COM velocities and merged inertias from Pinocchio's at a
+    random joint state (``floating``: a free-flyer root at a random pose and velocity)."""
+    pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if floating else pin.buildModelFromUrdf(path)
+    rng = np.random.default_rng(seed)
+    names = [n for n in pm.names[1:] if n != "root_joint"]
+    x, xd = rng.uniform(-0.5, 0.5, len(names)), rng.uniform(-1, 1, len(names))
+    q, v = _pinocchio_q(pm, x), xd
+    if floating:
+        quat = rng.normal(size=4)
+        quat /= np.linalg.norm(quat)
+        v_local, w_local = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)
+        q = np.concatenate([[0.1, 0.2, 0.5], quat[1:], quat[:1], q])
+        v = np.concatenate([v_local, w_local, xd])
+        kwargs.update(floating_base=True, base_pose=([0.1, 0.2, 0.5], quat), base_velocity=(_quat_matrix_test(quat) @ v_local, w_local))
+    model = _load(path, joint_positions=dict(zip(names, x)), joint_velocities=dict(zip(names, xd)), **kwargs)
+    return _compare_kinematics(model, pm, q, v, base_joint="root_joint" if floating else None)
+
+
+@needs_pinocchio
+@pytest.mark.parametrize("file", sorted(PLACEHOLDERS))
+def test_placeholder_links_read_as_pinocchio_reads_them(file):
+    """Robot files whose links MuJoCo's compiler refuses load, each group of welded links one
+    rigid body: poses, COM velocities and merged inertias equal Pinocchio's (< 1e-12)."""
+    path = robot_file(file)
+    assert _matches_pinocchio(path, PLACEHOLDERS[file]) < 1e-12
+
+
+# The files of example-robot-data that need a keyword, and which.
+BOUNDS = dict(bound_mass=1e-3, bound_inertia=1e-6)
+NEEDS = {"human.urdf": BOUNDS, "icub.urdf": BOUNDS, "icub_reduced.urdf": BOUNDS, "romeo.urdf": BOUNDS,
+         "romeo_laas_small.urdf": dict(BOUNDS, balance_inertia=True), "romeo_small.urdf": dict(balance_inertia=True),
+         "quadrotor_base.urdf": dict(floating_base=True), "iris_simple.urdf": dict(floating_base=True)}  # fmt: skip
+
+
+@pytest.mark.slow
+@needs_pinocchio
+def test_every_robot_of_example_robot_data():
+    """Every URDF of example-robot-data (69 files: arms, hands, quadrupeds, humanoids, drones)
+    loads as Pinocchio reads it (poses, COM velocities, merged inertias < 1e-12), or, where a
+    link is a placeholder no rigid body has (``NEEDS``), is refused naming the link and the
+    keyword that takes it, and loads with that keyword; the one file without links is refused."""
+    import importlib.metadata
+
+    files = sorted(str(f.locate()) for f in importlib.metadata.files("example-robot-data") if str(f).endswith(".urdf"))
+    assert len(files) >= 60
+    read = 0
+    for path in files:
+        name = os.path.basename(path)
+        if name == "ur3.urdf":  # an empty <robot>
+            with pytest.raises(ModelFileError, match="no link moves"):
+                _load(path)
+            continue
+        if name in NEEDS:
+            with pytest.raises(ModelFileError, match="|".join(f"{keyword}=" for keyword in NEEDS[name])):
+                _load(path)
+            assert _load(path, **NEEDS[name]).num_bodies >= 1
+            continue
+        assert _matches_pinocchio(path, False) < 1e-12, path
+        read += 1
+    assert read >= 55
+
+
+PLACEHOLDER_LEG = """<?xml version="1.0"?>
+<robot name="leg">
+  <link name="pelvis">
+    <inertial><mass value="3"/><inertia ixx="0.03" ixy="0" ixz="0" iyy="0.03" iyz="0" izz="0.03"/></inertial>
+  </link>
+  <link name="hip_virtual">
+    <inertial><mass value="0"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
+  </link>
+  <link name="thigh">
+    <inertial><origin xyz="0.02 0 -0.2"/><mass value="1.2"/>
+      <inertia ixx="0.012" ixy="0.001" ixz="0" iyy="0.011" iyz="0" izz="0.004"/></inertial>
+  </link>
+  <link name="shank">
+    <inertial><origin xyz="0 0.01 -0.2"/><mass value="0.6"/>
+      <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
+  </link>
+  <joint name="hip_roll" type="revolute">
+    <parent link="pelvis"/><child link="hip_virtual"/><origin xyz="0 0.1 0"/><axis xyz="1 0 0"/>
+    <limit lower="-2" upper="2" effort="10" velocity="1"/>
+  </joint>
+  <joint name="hip_pitch" type="revolute">
+    <parent link="hip_virtual"/><child link="thigh"/><origin xyz="0 0 0" rpy="0 0 0.3"/><axis xyz="0 1 0"/>
+    <limit lower="-2" upper="2" effort="10" velocity="1"/>
+  </joint>
+  <joint name="knee" type="revolute">
+    <parent link="thigh"/><child link="shank"/><origin xyz="0 0 -0.4"/><axis xyz="0 1 0"/>
+    <limit lower="-2" upper="2" effort="10" velocity="1"/>
+  </joint>
+</robot>
+"""
+
+
+def test_bound_mass_and_inertia_follow_mujoco(tmp_path):
+    """A hip of two hinges through a massless link and a shank of zero rotational inertia (a
+    point mass): refused, naming the link and the remedy; with ``bound_mass`` /
+    ``bound_inertia`` the links take MuJoCo's least mass and moments, and the motion follows
+    MuJoCo's of the same file with ``<compiler boundmass boundinertia>`` (RK4 at 1e-4 s): over
+    0.3 s from a swing, generalized-alpha at 2.5e-4 s within 5e-5 rad (the bounds move the
+    joints by more than 1e-2 rad)."""
+    import mujoco
+
+    path = _write(tmp_path, "leg.urdf", PLACEHOLDER_LEG)
+    with pytest.raises(ModelFileError, match=r"link 'hip_virtual' moves but has no mass; bound_mass="):
+        _load(path)
+    with pytest.raises(ModelFileError, match=r"link 'hip_virtual' has an inertia that is not positive definite .*bound_inertia="):
+        _load(path, bound_mass=0.05)
+    q0, qd0 = {"hip_roll": 0.3, "hip_pitch": -0.4, "knee": 0.8}, {"hip_roll": 2.0, "hip_pitch": -1.0, "knee": 3.0}
+    t1, every, ts = 0.3, 500, np.linspace(0.0, 0.3, 7)
+
+    def difflie_run(bound_mass, bound_inertia):
+        model = _load(path, joint_positions=q0, joint_velocities=qd0, bound_mass=bound_mass, bound_inertia=bound_inertia)
+        k = model.body_names.index("hip_virtual")
+        assert float(model.bodies.mass[k]) == bound_mass
+        np.testing.assert_allclose(model.bodies.inertia[k], bound_inertia * np.eye(3), rtol=1e-12)
+        return _difflie_run(model, dl.GeneralizedAlpha(), t1, 2.5e-4, ts)
+
+    def mujoco_run(bound_mass, bound_inertia):
+        text = PLACEHOLDER_LEG.replace("<robot name=\"leg\">", f'<robot name="leg"><mujoco><compiler boundmass="{bound_mass}" '
+                                       f'boundinertia="{bound_inertia}"/></mujoco>')  # fmt: skip
+        mj = mujoco.MjModel.from_xml_string(text)
+        mj.opt.integrator, mj.opt.timestep = mujoco.mjtIntegrator.mjINT_RK4, 1e-4
+        qpos = [q0[mj.joint(j).name] for j in range(mj.njnt)]
+        qvel = [qd0[mj.joint(j).name] for j in range(mj.njnt)]
+        names = [mj.joint(j).name for j in range(mj.njnt)]
+        out = mujoco_rollout(mj, int(round(t1 / 1e-4)), every, qpos, qvel)
+        return out[:, [names.index(n) for n in ("hip_roll", "hip_pitch", "knee")]]
+
+    ours, theirs = difflie_run(0.05, 2e-3), mujoco_run(0.05, 2e-3)
+    assert np.abs(ours - theirs).max() < 5e-5, np.abs(ours - theirs).max()
+    assert np.abs(theirs - mujoco_run(0.1, 4e-3)).max() > 1e-2
 
 
 @pytest.mark.skipif(PANDA is None, reason="needs `example-robot-data` (pip install -e '.[test]')")

@@ -255,6 +255,9 @@ def load_model(
     floating_base: bool | None = None,
     locked_joints=(),
     redundant: str = "error",
+    bound_mass: float = 0.0,
+    bound_inertia: float = 0.0,
+    balance_inertia: bool = False,
     **builtin_kwargs,
 ) -> Model:
     """Load a model file (native JSON, C2 ``.json`` or C1 ``.mdl`` of the
@@ -271,7 +274,9 @@ def load_model(
     ``mimic``, MJCF joint equalities: ``JointCouplings``); ``controls`` drives an MJCF file's
     actuators (``{actuator name: value}``: ``difflie.joint_laws.Actuators``); ``base_pose`` / ``base_velocity`` of a floating base;
     ``floating_base`` (frees a URDF's root link); ``locked_joints`` (welded where
-    ``joint_positions`` puts them).
+    ``joint_positions`` puts them); ``bound_mass`` / ``bound_inertia`` / ``balance_inertia``
+    (MuJoCo's corrections of placeholder inertials: least mass and principal moment of every
+    link, moments that break the triangle inequality averaged).
 
     ``mass`` / ``inertia``: per body (mapping by body name, or a sequence in file order); they
     override the file's values. ``drivers``: ``{constraint name: expression or callable}``
@@ -303,12 +308,14 @@ def load_model(
                           joint_velocities=joint_velocities, joint_torques=joint_torques,
                           joint_feedback=joint_feedback, joint_limits=joint_limits,
                           joint_friction=joint_friction, joint_couplings=joint_couplings, controls=controls, base_pose=base_pose,
-                          base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints)  # fmt: skip
+                          base_velocity=base_velocity, floating_base=floating_base, locked_joints=locked_joints,
+                          bound_mass=bound_mass, bound_inertia=bound_inertia, balance_inertia=balance_inertia)  # fmt: skip
     robot_only = dict(joint_positions=joint_positions, joint_velocities=joint_velocities, joint_torques=joint_torques, controls=controls,
                       joint_feedback=joint_feedback, base_pose=base_pose, base_velocity=base_velocity, floating_base=floating_base)  # fmt: skip
     given = [name for name, value in robot_only.items() if value is not None]
     given += [name for name, value in (("locked_joints", locked_joints), ("joint_limits", joint_limits),
-                                       ("joint_friction", joint_friction), ("joint_couplings", joint_couplings)) if value]  # fmt: skip
+                                       ("joint_friction", joint_friction), ("joint_couplings", joint_couplings),
+                                       ("bound_mass", bound_mass), ("bound_inertia", bound_inertia), ("balance_inertia", balance_inertia)) if value]  # fmt: skip
     if given:
         raise ValueError(f"load_model: {', '.join(f'{name}=' for name in given)} only for robot files (.urdf, MJCF .xml)")
     if not os.path.exists(path):

@@ -21,7 +21,10 @@ From the compiled body tree:
 - a link without a joint (URDF ``fixed``) is merged rigidly into its parent: masses add, the
   COM is the mass-weighted mean and inertias move to it by the parallel-axis theorem
   ``J = sum R_b J_b R_b^T + m_b (|d_b|^2 I - d_b d_b^T)``; links merged into the world are the
-  ground;
+  ground. Each link's inertial is the file's, as Pinocchio reads it, also where MuJoCo's
+  compiler refuses it (a placeholder inertia that is not positive definite, a massless link);
+  each merged group must be a rigid body, and MuJoCo's corrections (``boundmass``,
+  ``boundinertia``, ``balanceinertia``) apply where the file or ``load_robot`` asks;
 - MJCF equality constraints ``connect`` (a point of one body on a point of another: a
   spherical joint, 3 rows) and ``weld`` (their relative pose fixed: 6 rows), between bodies or
   sites, close loops; they hold exactly, where MuJoCo keeps them softly (``solref``,
@@ -193,10 +196,12 @@ def _base_pose(value) -> tuple[np.ndarray, np.ndarray]:
 # -- compiling the file ------------------------------------------------------------------------
 
 
-def _compile(path: str, floating_base: bool | None):
+def _compile(path: str, floating_base: bool | None, bounds: tuple[float, float, bool] = (0.0, 0.0, False)):
     """MuJoCo model of the file, the mesh geoms ``{geom id: mesh file}`` and the number of
     collision geoms. URDF meshes are replaced by markers (their files are ``package://`` paths
-    that MuJoCo cannot open and URDF inertias never come from geometry)."""
+    that MuJoCo cannot open and URDF inertias never come from geometry). ``bounds``: the
+    ``(bound_mass, bound_inertia, balance_inertia)`` of ``load_robot``, added to the file's
+    ``<compiler>`` attributes of those names."""
     try:
         import mujoco
     except ImportError:  # pragma: no cover - mujoco is a dependency of this reader
@@ -232,16 +237,95 @@ def _compile(path: str, floating_base: bool | None):
             elif not floating_base:
                 for j in free:
                     spec.delete(j)
+    c = spec.compiler
+    c.boundmass, c.boundinertia = max(c.boundmass, bounds[0]), max(c.boundinertia, bounds[1])
+    c.balanceinertia = bool(c.balanceinertia or bounds[2])
+    own = _stand_in_inertials(spec, urdf)
     try:
         model = spec.compile()
     except Exception as err:
         raise ModelFileError(f"{path}: {_mujoco_error(err)}") from None
+    _restore_inertials(model, own, c.boundmass, c.boundinertia, c.balanceinertia)
     meshes = {}
     for name, file in marked.items():
         gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
         if gid >= 0:
             meshes[gid] = file
     return model, meshes, collision
+
+
+def _file_inertial(body) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """A link's ``(mass, COM, inertia about the COM in link axes)`` as its file writes it (URDF
+    ``<inertial>``; MJCF ``<inertial>`` oriented by ``quat``: ``R F R^T`` with ``F`` from
+    ``fullinertia`` or ``diaginertia``); ``None`` where MuJoCo derives it."""
+    import mujoco
+
+    if not body.explicitinertial or body.ialt.type != mujoco.mjtOrientation.mjORIENTATION_QUAT:
+        return None
+    f = np.asarray(body.fullinertia, float)
+    F = np.diag(body.inertia) if np.isnan(f[0]) else np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
+    R = _quat_matrix(body.iquat)
+    return float(body.mass), np.array(body.ipos, float), R @ F @ R.T
+
+
+def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+    """Give MuJoCo's compiler a valid stand-in for each link inertial it refuses, and return
+    the file's own ``{link: (mass, COM, inertia)}`` for them.
+
+    MuJoCo refuses a link whose inertia is not positive definite, breaks the triangle
+    inequality of principal moments, or that moves without mass; robot files have such links
+    (massless frames whose inertia is a placeholder, sensors, links of a multi-axis joint).
+    Pinocchio takes them as written, and so does difflie: what must be a rigid body is each
+    group of links welded together, checked when the groups are merged. The stand-in (the
+    moments lifted to positive values that meet the triangle inequality, a massless moving
+    link given 1e-9 kg) only enters MuJoCo's own derived quantities: the ``dof_invweight0``
+    from which the soft limits and friction of the nearby joints take their constants."""
+    own = {}
+    for body in spec.bodies:
+        given = _file_inertial(body)
+        moves = len(body.joints) > 0
+        if given is None:
+            if not (urdf and moves and body.mass <= 0):
+                continue
+            given = (0.0, np.array(body.ipos, float) if np.all(np.isfinite(body.ipos)) else np.zeros(3), np.zeros((3, 3)))
+        mass, com, J = given
+        e, V = np.linalg.eigh(0.5 * (J + J.T))
+        if mass > 0 and e[0] > 1e-12 * max(e[2], 1e-12) and e[0] + e[1] > e[2] * (1 + 1e-9):
+            continue
+        own[body.name] = given
+        lifted = np.maximum(e, max(1e-9 * e[2], 1e-9))
+        short = lifted[2] - lifted[0] - lifted[1]
+        lifted[:2] += max(short, 0.0) / 2 + 1e-6 * lifted[2]
+        if np.linalg.det(V) < 0:
+            V[:, 0] = -V[:, 0]
+        body.explicitinertial = True
+        body.mass = max(mass, 1e-9)
+        body.ipos = com
+        body.fullinertia = [np.nan] * 6
+        body.inertia = lifted
+        body.iquat = _matrix_quat(V)
+    return own
+
+
+def _restore_inertials(m, own: dict[str, tuple[float, np.ndarray, np.ndarray]], bound_mass: float, bound_inertia: float,
+                       balance: bool) -> None:
+    """Put the file's own inertials (``_stand_in_inertials``) back into the compiled model
+    ``m``: principal moments and axes of a symmetric matrix, negative ones kept, after MuJoCo's
+    corrections where asked (``boundmass``, ``boundinertia``: lower bounds of the mass and of
+    the principal moments; ``balanceinertia``: moments that break the triangle inequality
+    replaced by their mean)."""
+    import mujoco
+
+    for name, (mass, com, J) in own.items():
+        b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
+        e, V = np.linalg.eigh(0.5 * (J + J.T))
+        if np.linalg.det(V) < 0:
+            V[:, 0] = -V[:, 0]
+        e = np.maximum(e, bound_inertia) if bound_inertia > 0 else e
+        if balance and e[0] + e[1] < e[2]:
+            e = np.full(3, e.mean())
+        mass = max(mass, bound_mass)
+        m.body_mass[b], m.body_ipos[b], m.body_inertia[b], m.body_iquat[b] = mass, com, e, _matrix_quat(V)
 
 
 def _switch_off(m) -> frozenset[str]:
@@ -458,6 +542,9 @@ def load_robot(
     locked_joints=(),
     gravity=None,
     redundant: str = "error",
+    bound_mass: float = 0.0,
+    bound_inertia: float = 0.0,
+    balance_inertia: bool = False,
     mass=None,
     inertia=None,
     drivers=None,
@@ -509,6 +596,16 @@ def load_robot(
     projected (``difflie.io.model_file.consistent_initial_state``, warning when they move), and
     ``redundant`` says what to do with rows that depend on the others (a planar loop closed by a
     ``connect``): ``"error"`` or ``"remove"``.
+
+    Links are read as the file writes them, as Pinocchio reads them, even where MuJoCo's
+    compiler refuses them (a placeholder inertia that is not positive definite, a massless
+    link): each group of links welded together must be a rigid body (positive mass, inertia
+    positive definite and within the triangle inequality), else a ``ModelFileError`` names
+    its links. ``bound_mass`` / ``bound_inertia``: least mass (kg) and least principal moment
+    (kg m^2) of every link; ``balance_inertia=True``: a link whose principal moments break the
+    triangle inequality takes their mean. These are MuJoCo's ``boundmass``, ``boundinertia``
+    and ``balanceinertia``, which the file's ``<compiler>`` can also set; the larger bound
+    applies.
     """
     path = os.fspath(path)
     json_only = dict(mass=mass, inertia=inertia, drivers=drivers, angle_drivers=angle_drivers,
@@ -520,7 +617,10 @@ def load_robot(
         raise ModelFileError(f"{path}: no such file")
     import mujoco
 
-    m, meshes, collision = _compile(path, floating_base)
+    bounds = (_float(bound_mass, "bound_mass"), _float(bound_inertia, "bound_inertia"), bool(balance_inertia))
+    if bounds[0] < 0 or bounds[1] < 0:
+        raise ValueError(f"load_model: bound_mass and bound_inertia must be >= 0, got {bounds[0]} and {bounds[1]}")
+    m, meshes, collision = _compile(path, floating_base, bounds)
     off = _switch_off(m)
     urdf = path.lower().endswith(".urdf")
     body_names = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
@@ -599,14 +699,15 @@ def load_robot(
     index[0] = C.GROUND
     body_of = [index[rep[b]] for b in range(m.nbody)]
     if not groups:
-        raise ModelFileError(f"{path}: no link moves (no hinge, slide or free joint)")
+        hint = "; a URDF's root link is fixed to the world unless floating_base=True" if urdf and m.nbody > 1 else ""
+        raise ModelFileError(f"{path}: no link moves (no hinge, slide or free joint){hint}")
 
     # Mass, COM and inertia of each group, in the frame of its representative link.
     nb = len(groups)
     mass_g, first_moment, second = np.zeros(nb), np.zeros((nb, 3)), np.zeros((nb, 3, 3))
     for b in range(1, m.nbody):
         k = body_of[b]
-        if k < 0 or m.body_mass[b] == 0:
+        if k < 0:  # a massless link's rotational inertia still counts, as in Pinocchio
             continue
         c = p_in[b] + R_in[b] @ m.body_ipos[b]
         Ri = R_in[b] @ _quat_matrix(m.body_iquat[b])
@@ -618,14 +719,23 @@ def load_robot(
     com = np.zeros((nb, 3))
     inertia_g = np.zeros((nb, 3, 3))
     for k, b in enumerate(groups):
+        links = [body_names[i] for i in range(1, m.nbody) if body_of[i] == k]
+        what = f"{path}: link {body_names[b]!r}" + (f" (welded to {links[1:]})" if len(links) > 1 else "")
+        fix = ("; bound_mass= and bound_inertia= give every link a least mass and principal moment (MuJoCo's "
+               "boundmass and boundinertia, for placeholder links), or lock its joint (locked_joints=)")  # fmt: skip
         if not mass_g[k] > 0:
-            raise ModelFileError(f"{path}: link {body_names[b]!r} moves but has no mass (nor any link fixed to it)")
+            raise ModelFileError(f"{what} moves but has no mass{fix}")
         com[k] = first_moment[k] / mass_g[k]
         c = com[k]
         J = second[k] - mass_g[k] * (c @ c * np.eye(3) - np.outer(c, c))
         inertia_g[k] = 0.5 * (J + J.T)
-        if not np.linalg.eigvalsh(inertia_g[k])[0] > 0:
-            raise ModelFileError(f"{path}: link {body_names[b]!r} has an inertia that is not positive definite")
+        e = np.linalg.eigvalsh(inertia_g[k])
+        if not e[0] > 0:
+            raise ModelFileError(f"{what} has an inertia that is not positive definite (principal moments {e.tolist()}){fix}")
+        if not e[0] + e[1] >= e[2] * (1 - 1e-12):  # as RigidBody checks it
+            raise ModelFileError(f"{what}: its principal moments {e.tolist()} break the triangle inequality A + B >= C (no rigid "
+                                 "body has such an inertia); balance_inertia=True replaces a link's moments that do by their "
+                                 "mean (MuJoCo's balanceinertia)")  # fmt: skip
 
     # Joints: parent body, points and axes at the reference configuration (q = qpos0); the
     # hinges of one body in order, slot 0 (first), 1 (middle of three), 2 (last). Ball joints
