@@ -699,7 +699,7 @@ def load_robot(
     index[0] = C.GROUND
     body_of = [index[rep[b]] for b in range(m.nbody)]
     if not groups:
-        hint = "; a URDF's root link is fixed to the world unless floating_base=True" if urdf and m.nbody > 1 else ""
+        hint = "; a URDF's root link is fixed to the world unless floating_base=True (--floating-base)" if urdf and m.nbody > 1 else ""
         raise ModelFileError(f"{path}: no link moves (no hinge, slide or free joint){hint}")
 
     # Mass, COM and inertia of each group, in the frame of its representative link.
@@ -721,8 +721,8 @@ def load_robot(
     for k, b in enumerate(groups):
         links = [body_names[i] for i in range(1, m.nbody) if body_of[i] == k]
         what = f"{path}: link {body_names[b]!r}" + (f" (welded to {links[1:]})" if len(links) > 1 else "")
-        fix = ("; bound_mass= and bound_inertia= give every link a least mass and principal moment (MuJoCo's "
-               "boundmass and boundinertia, for placeholder links), or lock its joint (locked_joints=)")  # fmt: skip
+        fix = ("; bound_mass= and bound_inertia= (--bound-mass, --bound-inertia) give every link a least mass and principal "
+               "moment (MuJoCo's boundmass and boundinertia, for placeholder links), or lock its joint (locked_joints=, --lock)")  # fmt: skip
         if not mass_g[k] > 0:
             raise ModelFileError(f"{what} moves but has no mass{fix}")
         com[k] = first_moment[k] / mass_g[k]
@@ -734,8 +734,8 @@ def load_robot(
             raise ModelFileError(f"{what} has an inertia that is not positive definite (principal moments {e.tolist()}){fix}")
         if not e[0] + e[1] >= e[2] * (1 - 1e-12):  # as RigidBody checks it
             raise ModelFileError(f"{what}: its principal moments {e.tolist()} break the triangle inequality A + B >= C (no rigid "
-                                 "body has such an inertia); balance_inertia=True replaces a link's moments that do by their "
-                                 "mean (MuJoCo's balanceinertia)")  # fmt: skip
+                                 "body has such an inertia); balance_inertia=True (--balance-inertia) replaces a link's moments "
+                                 "that do by their mean (MuJoCo's balanceinertia)")  # fmt: skip
 
     # Joints: parent body, points and axes at the reference configuration (q = qpos0); the
     # hinges of one body in order, slot 0 (first), 1 (middle of three), 2 (last). Ball joints
