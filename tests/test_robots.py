@@ -456,6 +456,17 @@ def test_placeholder_links_read_as_pinocchio_reads_them(file):
     assert _matches_pinocchio(path, PLACEHOLDERS[file]) < 1e-12
 
 
+@needs_pinocchio
+def test_placeholder_inertia_in_turned_axes(tmp_path):
+    """A link whose inertia is not positive definite, given in axes turned from the link's
+    (``<origin rpy>``), welded to a moving link: the group's inertia is Pinocchio's (< 1e-12)."""
+    tool = TOY_URDF.replace('<inertial><origin xyz="0.01 0 0.02"/><mass value="0.5"/>\n      <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.0015"/>',
+                            '<inertial><origin xyz="0.01 0 0.02" rpy="0.3 -0.2 0.5"/><mass value="0.5"/>\n      '
+                            '<inertia ixx="0.001" ixy="0.002" ixz="0.0005" iyy="0.001" iyz="0" izz="0.0015"/>')  # fmt: skip
+    assert tool != TOY_URDF
+    assert _matches_pinocchio(_write(tmp_path, "tool.urdf", tool), False) < 1e-12
+
+
 # The files of example-robot-data that need a keyword, and which.
 BOUNDS = dict(bound_mass=1e-3, bound_inertia=1e-6)
 NEEDS = {"human.urdf": BOUNDS, "icub.urdf": BOUNDS, "icub_reduced.urdf": BOUNDS, "romeo.urdf": BOUNDS,

@@ -280,7 +280,11 @@ def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, 
     moments lifted to positive values that meet the triangle inequality, a massless moving
     link given 1e-9 kg) only enters MuJoCo's own derived quantities: the ``dof_invweight0``
     from which the soft limits and friction of the nearby joints take their constants."""
+    import mujoco
+
     own = {}
+    if spec.compiler.inertiafromgeom == mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE:
+        return own  # the file's inertials give way to its geometry
     for body in spec.bodies:
         given = _file_inertial(body)
         moves = len(body.joints) > 0
