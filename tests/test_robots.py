@@ -469,7 +469,7 @@ def test_placeholder_inertia_in_turned_axes(tmp_path):
 
 # The files of example-robot-data that need a keyword, and which.
 BOUNDS = dict(bound_mass=1e-3, bound_inertia=1e-6)
-NEEDS = {"human.urdf": BOUNDS, "icub.urdf": BOUNDS, "icub_reduced.urdf": BOUNDS, "romeo.urdf": BOUNDS,
+NEEDS = {"icub.urdf": BOUNDS, "icub_reduced.urdf": BOUNDS, "romeo.urdf": BOUNDS,
          "romeo_laas_small.urdf": dict(BOUNDS, balance_inertia=True), "romeo_small.urdf": dict(balance_inertia=True),
          "quadrotor_base.urdf": dict(floating_base=True), "iris_simple.urdf": dict(floating_base=True)}  # fmt: skip
 
@@ -502,25 +502,23 @@ def test_every_robot_of_example_robot_data():
     assert read >= 55
 
 
-PLACEHOLDER_LEG = """<?xml version="1.0"?>
+LEG = """<?xml version="1.0"?>
 <robot name="leg">
   <link name="pelvis">
     <inertial><mass value="3"/><inertia ixx="0.03" ixy="0" ixz="0" iyy="0.03" iyz="0" izz="0.03"/></inertial>
   </link>
-  <link name="hip_virtual">
-    <inertial><mass value="0"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
-  </link>
+  <link name="hip_virtual"/>
   <link name="thigh">
     <inertial><origin xyz="0.02 0 -0.2"/><mass value="1.2"/>
       <inertia ixx="0.012" ixy="0.001" ixz="0" iyy="0.011" iyz="0" izz="0.004"/></inertial>
   </link>
   <link name="shank">
     <inertial><origin xyz="0 0.01 -0.2"/><mass value="0.6"/>
-      <inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
+      <inertia ixx="0.004" ixy="0" ixz="0" iyy="0.005" iyz="0" izz="0.002"/></inertial>
   </link>
   <joint name="hip_roll" type="revolute">
-    <parent link="pelvis"/><child link="hip_virtual"/><origin xyz="0 0.1 0"/><axis xyz="1 0 0"/>
-    <limit lower="-2" upper="2" effort="10" velocity="1"/>
+    <parent link="pelvis"/><child link="hip_virtual"/><origin xyz="0 0.1 0" rpy="0.2 0 0"/><axis xyz="1 0 0"/>
+    <limit lower="-2" upper="2" effort="10" velocity="1"/><dynamics damping="0.05"/>
   </joint>
   <joint name="hip_pitch" type="revolute">
     <parent link="hip_virtual"/><child link="thigh"/><origin xyz="0 0 0" rpy="0 0 0.3"/><axis xyz="0 1 0"/>
@@ -532,44 +530,110 @@ PLACEHOLDER_LEG = """<?xml version="1.0"?>
   </joint>
 </robot>
 """
+LEG_Q0, LEG_QD0 = {"hip_roll": 0.3, "hip_pitch": -0.4, "knee": 0.8}, {"hip_roll": 2.0, "hip_pitch": -1.0, "knee": 3.0}
+
+
+def _pinocchio_run(path: str, q0: dict, qd0: dict, t1: float, ts, h: float = 1e-4) -> np.ndarray:
+    """Joint positions at ``ts`` (multiples of ``h``) by Pinocchio's ABA and RK4 at ``h``, fixed
+    base, 1-DOF joints, the URDF damping as ``-D v``."""
+    pm = pin.buildModelFromUrdf(path)
+    pd, names, damping = pm.createData(), list(pm.names)[1:], np.asarray(pm.damping)
+    acc = lambda q, v: pin.aba(pm, pd, q, v, -damping * v)  # noqa: E731
+    q, v = np.array([q0[n] for n in names]), np.array([qd0.get(n, 0.0) for n in names])
+    keep, out = {int(round(t / h)) for t in ts}, []
+    for i in range(int(round(t1 / h)) + 1):
+        if i in keep:
+            out.append(q)
+        k1q, k1v = v, acc(q, v)
+        k2q, k2v = v + h / 2 * k1v, acc(q + h / 2 * k1q, v + h / 2 * k1v)
+        k3q, k3v = v + h / 2 * k2v, acc(q + h / 2 * k2q, v + h / 2 * k2v)
+        k4q, k4v = v + h * k3v, acc(q + h * k3q, v + h * k3v)
+        q, v = q + h / 6 * (k1q + 2 * k2q + 2 * k3q + k4q), v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
+    return np.array(out)
+
+
+@needs_pinocchio
+def test_massless_links_between_hinges_fold_as_pinocchio_reads_them(tmp_path):
+    """A hip written as two revolute joints through a massless link (as URDF files write
+    two- and three-axis joints), which MuJoCo refuses: the thigh carries both hinges, one body
+    on a universal joint, the massless link has no pose of its own, and the motion is
+    Pinocchio's (ABA, RK4 at 1e-4 s): over 0.3 s from a swing, generalized-alpha at 2.5e-4 s
+    within 1e-5 rad (2.7e-6; 1.1e-5 at 5e-4 s). The same chain through a massive link is not
+    folded."""
+    path = _write(tmp_path, "leg.urdf", LEG)
+    model = _load(path, joint_positions=LEG_Q0, joint_velocities=LEG_QD0)
+    assert model.body_names == ("thigh", "shank") and model.joint_names == ("hip_roll", "hip_pitch", "knee")
+    with pytest.raises(ValueError, match="no link 'hip_virtual'"):
+        dl.link_pose(model, _state(model), "hip_virtual")
+    assert _matches_pinocchio(path, False) < 1e-12
+    ts = np.linspace(0.0, 0.3, 7)
+    ours, theirs = _difflie_run(model, dl.GeneralizedAlpha(), 0.3, 2.5e-4, ts), _pinocchio_run(path, LEG_Q0, LEG_QD0, 0.3, ts)
+    assert np.abs(ours - theirs).max() < 1e-5, np.abs(ours - theirs).max()
+    heavy = LEG.replace('<link name="hip_virtual"/>', '<link name="hip_virtual"><inertial><mass value="0.2"/><inertia ixx="1e-4" '
+                                                      'ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="1e-4"/></inertial></link>')  # fmt: skip
+    assert _load(_write(tmp_path, "heavy.urdf", heavy)).body_names == ("hip_virtual", "thigh", "shank")
+
+
+# A toe of no mass on a hinge at the end (nothing to fold it into) and a shank of no rotational
+# inertia (a point mass).
+TOE = """<?xml version="1.0"?>
+<robot name="leg">
+  <link name="pelvis"/>
+  <link name="thigh">
+    <inertial><origin xyz="0.02 0 -0.2"/><mass value="1.2"/>
+      <inertia ixx="0.012" ixy="0.001" ixz="0" iyy="0.011" iyz="0" izz="0.004"/></inertial>
+  </link>
+  <link name="shank">
+    <inertial><origin xyz="0 0.01 -0.2"/><mass value="0.6"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
+  </link>
+  <link name="toe">
+    <inertial><mass value="0"/><inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/></inertial>
+  </link>
+  <joint name="hip" type="revolute">
+    <parent link="pelvis"/><child link="thigh"/><origin xyz="0 0.1 0" rpy="0.2 0 0.3"/><axis xyz="0 1 0"/>
+  </joint>
+  <joint name="knee" type="revolute">
+    <parent link="thigh"/><child link="shank"/><origin xyz="0 0 -0.4"/><axis xyz="0.3 1 0"/>
+  </joint>
+  <joint name="ankle" type="revolute">
+    <parent link="shank"/><child link="toe"/><origin xyz="0.05 0 -0.4"/><axis xyz="0 1 0.2"/>
+  </joint>
+</robot>
+"""
 
 
 def test_bound_mass_and_inertia_follow_mujoco(tmp_path):
-    """A hip of two hinges through a massless link and a shank of zero rotational inertia (a
-    point mass): refused, naming the link and the remedy; with ``bound_mass`` /
-    ``bound_inertia`` the links take MuJoCo's least mass and moments, and the motion follows
-    MuJoCo's of the same file with ``<compiler boundmass boundinertia>`` (RK4 at 1e-4 s): over
-    0.3 s from a swing, generalized-alpha at 2.5e-4 s within 5e-5 rad (the bounds move the
-    joints by more than 1e-2 rad)."""
+    """Links no rigid body can be (a point mass that moves, a massless toe at the end) are
+    refused, naming the link and the remedy; with ``bound_mass`` / ``bound_inertia`` they take
+    MuJoCo's least mass and moments, and the motion follows MuJoCo's of the same file with
+    ``<compiler boundmass boundinertia>`` (RK4 at 1e-4 s): over 0.3 s from a swing,
+    generalized-alpha at 2.5e-4 s within 5e-5 rad (bounds twice as large move the joints by
+    more than 1e-2 rad)."""
     import mujoco
 
-    path = _write(tmp_path, "leg.urdf", PLACEHOLDER_LEG)
-    with pytest.raises(ModelFileError, match=r"link 'hip_virtual' moves but has no mass; bound_mass="):
+    path = _write(tmp_path, "toe.urdf", TOE)
+    with pytest.raises(ModelFileError, match=r"link 'shank' has an inertia that is not positive definite .*bound_inertia="):
         _load(path)
-    with pytest.raises(ModelFileError, match=r"link 'hip_virtual' has an inertia that is not positive definite .*bound_inertia="):
-        _load(path, bound_mass=0.05)
-    q0, qd0 = {"hip_roll": 0.3, "hip_pitch": -0.4, "knee": 0.8}, {"hip_roll": 2.0, "hip_pitch": -1.0, "knee": 3.0}
-    t1, every, ts = 0.3, 500, np.linspace(0.0, 0.3, 7)
-
-    def difflie_run(bound_mass, bound_inertia):
-        model = _load(path, joint_positions=q0, joint_velocities=qd0, bound_mass=bound_mass, bound_inertia=bound_inertia)
-        k = model.body_names.index("hip_virtual")
-        assert float(model.bodies.mass[k]) == bound_mass
-        np.testing.assert_allclose(model.bodies.inertia[k], bound_inertia * np.eye(3), rtol=1e-12)
-        return _difflie_run(model, dl.GeneralizedAlpha(), t1, 2.5e-4, ts)
+    with pytest.raises(ModelFileError, match=r"link 'toe' moves but has no mass; bound_mass="):
+        _load(path, bound_inertia=2e-3)
+    q0, qd0 = {"hip": 0.3, "knee": 0.8, "ankle": 0.2}, {"hip": 2.0, "knee": 3.0, "ankle": -1.0}
+    t1, every, ts, order = 0.3, 500, np.linspace(0.0, 0.3, 7), ("hip", "knee", "ankle")
 
     def mujoco_run(bound_mass, bound_inertia):
-        text = PLACEHOLDER_LEG.replace("<robot name=\"leg\">", f'<robot name="leg"><mujoco><compiler boundmass="{bound_mass}" '
-                                       f'boundinertia="{bound_inertia}"/></mujoco>')  # fmt: skip
+        text = TOE.replace('<robot name="leg">', f'<robot name="leg"><mujoco><compiler boundmass="{bound_mass}" '
+                                                 f'boundinertia="{bound_inertia}"/></mujoco>')  # fmt: skip
         mj = mujoco.MjModel.from_xml_string(text)
         mj.opt.integrator, mj.opt.timestep = mujoco.mjtIntegrator.mjINT_RK4, 1e-4
-        qpos = [q0[mj.joint(j).name] for j in range(mj.njnt)]
-        qvel = [qd0[mj.joint(j).name] for j in range(mj.njnt)]
         names = [mj.joint(j).name for j in range(mj.njnt)]
-        out = mujoco_rollout(mj, int(round(t1 / 1e-4)), every, qpos, qvel)
-        return out[:, [names.index(n) for n in ("hip_roll", "hip_pitch", "knee")]]
+        out = mujoco_rollout(mj, int(round(t1 / 1e-4)), every, [q0[n] for n in names], [qd0[n] for n in names])
+        return out[:, [names.index(n) for n in order]]
 
-    ours, theirs = difflie_run(0.05, 2e-3), mujoco_run(0.05, 2e-3)
+    model = _load(path, joint_positions=q0, joint_velocities=qd0, bound_mass=0.05, bound_inertia=2e-3)
+    k = model.body_names.index("toe")
+    assert float(model.bodies.mass[k]) == 0.05
+    np.testing.assert_allclose(model.bodies.inertia[k], 2e-3 * np.eye(3), rtol=1e-12)
+    assert model.joint_names == order
+    ours, theirs = _difflie_run(model, dl.GeneralizedAlpha(), t1, 2.5e-4, ts), mujoco_run(0.05, 2e-3)
     assert np.abs(ours - theirs).max() < 5e-5, np.abs(ours - theirs).max()
     assert np.abs(theirs - mujoco_run(0.1, 4e-3)).max() > 1e-2
 

@@ -10,7 +10,9 @@ From the compiled body tree:
   prismatic constraint (5 rows) to its parent;
 - an MJCF body with two or three hinges about one point is one body on a spherical joint
   (three hinges; 3 rows) or a universal joint that keeps the angle of its axes (two; 4 rows),
-  its hinges read as MuJoCo applies them, one after the other (``difflie.hinges``);
+  its hinges read as MuJoCo applies them, one after the other (``difflie.hinges``); so is a
+  URDF chain of two or three revolute joints about one point through massless links (the URDF
+  way of writing such a joint), the massless links folded into the link with mass;
 - an MJCF ball joint is a spherical joint (3 rows); its coordinates are MuJoCo's: the
   quaternion of the child's rotation relative to its reference orientation in the parent, and
   the angular velocity of child relative to parent in the child's axes
@@ -237,6 +239,7 @@ def _compile(path: str, floating_base: bool | None, bounds: tuple[float, float, 
             elif not floating_base:
                 for j in free:
                     spec.delete(j)
+    folded = _fold_massless_hinges(spec) if urdf else []
     c = spec.compiler
     c.boundmass, c.boundinertia = max(c.boundmass, bounds[0]), max(c.boundinertia, bounds[1])
     c.balanceinertia = bool(c.balanceinertia or bounds[2])
@@ -251,7 +254,72 @@ def _compile(path: str, floating_base: bool | None, bounds: tuple[float, float, 
         gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name)
         if gid >= 0:
             meshes[gid] = file
-    return model, meshes, collision
+    return model, meshes, collision, folded
+
+
+# Attributes of a joint that ``_fold_massless_hinges`` carries to its new body.
+_JOINT_ATTRIBUTES = ("type", "axis", "pos", "ref", "range", "limited", "damping", "armature", "frictionloss", "stiffness",
+                     "springref", "solref_limit", "solimp_limit", "solref_friction", "solimp_friction", "margin",
+                     "actfrcrange", "actfrclimited", "actgravcomp", "group")  # fmt: skip
+
+
+def _massless(body) -> bool:
+    """A link with no mass, no inertia and no geometry (a URDF's frame between two hinges)."""
+    if len(body.geoms) or len(body.sites):
+        return False
+    if not body.explicitinertial:
+        return body.mass <= 0
+    given = _file_inertial(body)
+    return given is not None and given[0] == 0 and not np.any(given[2])
+
+
+def _fold_massless_hinges(spec) -> list[str]:
+    """Fold the hinge of a massless link into the next moving link, where the two turn about
+    one point: the URDF way of writing a joint of two or three axes (a hip, a wrist) as a chain
+    of revolute joints through massless links. MuJoCo refuses the massless links; Pinocchio
+    reads them, massless. Folded, the child carries the hinges in their order, each about its
+    axis in the child's frame at the reference pose (``R^T a`` and ``R^T (s - p)`` with ``(p,
+    R)`` the child's pose in the massless link), which is how MuJoCo applies the hinges of one
+    body: the same motion, one body on a spherical or universal joint (``difflie.hinges``). The
+    massless links stay, welded at the reference pose; their names are returned (they have no
+    pose of their own)."""
+    import mujoco
+
+    hinge = mujoco.mjtJoint.mjJNT_HINGE
+    folded: list[str] = []
+    again = True
+    while again:  # from the leaves up: a massless link folds into a link with mass
+        again = False
+        for body in spec.bodies:
+            lead = list(body.joints)
+            if body.name == "world" or not lead or any(j.type != hinge for j in lead) or not _massless(body):
+                continue
+            R, p, between, child = np.eye(3), np.zeros(3), [], body
+            while len(child.bodies) == 1:
+                child = child.bodies[0]
+                p, R = p + R @ np.asarray(child.pos, float), R @ _quat_matrix(child.quat)
+                if len(child.joints) or not _massless(child):
+                    break
+                between.append(child.name)
+            own = list(child.joints)
+            if child is body or _massless(child) or not own or any(j.type != hinge for j in own) or len(lead) + len(own) > 3:
+                continue
+            points = [R.T @ (np.asarray(j.pos, float) - p) for j in lead] + [np.asarray(j.pos, float) for j in own]
+            if np.abs(np.array(points) - points[0]).max() > 1e-9 * max(1.0, np.abs(points[0]).max()):
+                continue
+            values = [{a: getattr(j, a) for a in _JOINT_ATTRIBUTES} | {"name": j.name} for j in lead + own]
+            for v, point in zip(values, points):
+                v["pos"] = point
+            for v in values[: len(lead)]:
+                v["axis"] = R.T @ np.asarray(v["axis"], float)
+            for j in lead + own:
+                spec.delete(j)
+            for v in values:
+                child.add_joint(**v)
+            folded += [body.name, *between]
+            again = True
+            break
+    return list(dict.fromkeys(folded))
 
 
 def _file_inertial(body) -> tuple[float, np.ndarray, np.ndarray] | None:
@@ -603,7 +671,8 @@ def load_robot(
 
     Links are read as the file writes them, as Pinocchio reads them, even where MuJoCo's
     compiler refuses them (a placeholder inertia that is not positive definite, a massless
-    link): each group of links welded together must be a rigid body (positive mass, inertia
+    link between hinges about one point, folded: such links have no ``link_pose``): each group
+    of links welded together must be a rigid body (positive mass, inertia
     positive definite and within the triangle inequality), else a ``ModelFileError`` names
     its links. ``bound_mass`` / ``bound_inertia``: least mass (kg) and least principal moment
     (kg m^2) of every link; ``balance_inertia=True``: a link whose principal moments break the
@@ -624,7 +693,7 @@ def load_robot(
     bounds = (_float(bound_mass, "bound_mass"), _float(bound_inertia, "bound_inertia"), bool(balance_inertia))
     if bounds[0] < 0 or bounds[1] < 0:
         raise ValueError(f"load_model: bound_mass and bound_inertia must be >= 0, got {bounds[0]} and {bounds[1]}")
-    m, meshes, collision = _compile(path, floating_base, bounds)
+    m, meshes, collision, folded = _compile(path, floating_base, bounds)
     off = _switch_off(m)
     urdf = path.lower().endswith(".urdf")
     body_names = _names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody)
@@ -871,7 +940,7 @@ def load_robot(
     if jinfo and (np.any(damping != 0) or torque is not None):
         forces.append(JointForce(**geometry, damping=jnp.asarray(damping), torque=torque))
     names = tuple(body_names[b] for b in groups)
-    links = tuple((body_names[b], body_of[b], _pose_tuple(R_in[b], p_in[b])) for b in range(1, m.nbody))
+    links = tuple((body_names[b], body_of[b], _pose_tuple(R_in[b], p_in[b])) for b in range(1, m.nbody) if body_names[b] not in folded)
     mesh_list = tuple(
         (body_names[m.geom_bodyid[g]], file, tuple(float(x) for x in m.geom_pos[g]) + tuple(float(x) for x in m.geom_quat[g]))
         for g, file in sorted(meshes.items())
