@@ -607,8 +607,8 @@ def test_bound_mass_and_inertia_follow_mujoco(tmp_path):
     refused, naming the link and the remedy; with ``bound_mass`` / ``bound_inertia`` they take
     MuJoCo's least mass and moments, and the motion follows MuJoCo's of the same file with
     ``<compiler boundmass boundinertia>`` (RK4 at 1e-4 s): over 0.3 s from a swing,
-    generalized-alpha at 2.5e-4 s within 5e-5 rad (bounds twice as large move the joints by
-    more than 1e-2 rad)."""
+    generalized-alpha at 2.5e-4 s within 5e-6 rad (1.0e-6; 4.1e-6 at 5e-4 s), where bounds twice
+    as large move the joints by 0.2 rad."""
     import mujoco
 
     path = _write(tmp_path, "toe.urdf", TOE)
@@ -634,8 +634,8 @@ def test_bound_mass_and_inertia_follow_mujoco(tmp_path):
     np.testing.assert_allclose(model.bodies.inertia[k], 2e-3 * np.eye(3), rtol=1e-12)
     assert model.joint_names == order
     ours, theirs = _difflie_run(model, dl.GeneralizedAlpha(), t1, 2.5e-4, ts), mujoco_run(0.05, 2e-3)
-    assert np.abs(ours - theirs).max() < 5e-5, np.abs(ours - theirs).max()
-    assert np.abs(theirs - mujoco_run(0.1, 4e-3)).max() > 1e-2
+    assert np.abs(ours - theirs).max() < 5e-6, np.abs(ours - theirs).max()
+    assert np.abs(theirs - mujoco_run(0.1, 4e-3)).max() > 0.1
 
 
 @pytest.mark.skipif(PANDA is None, reason="needs `example-robot-data` (pip install -e '.[test]')")
