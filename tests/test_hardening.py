@@ -111,8 +111,16 @@ def test_unreadable_model_files(tmp_path):
         load_model(_file(tmp_path, text="[" * 100_000 + "]" * 100_000))
     path = tmp_path / "latin1.json"
     path.write_bytes(b'{"name": "caf\xe9"}')
-    with pytest.raises(ModelFileError, match=r"not valid JSON \(not UTF-8 text\)"):
+    with pytest.raises(ModelFileError, match=r"not valid JSON \(not UTF-8 text\)$"):
         load_model(path)
+    # A robot file under a name difflie does not read: the formats it does, and what to do
+    for name, hint in (("robot.urdf.xacro", r"; a xacro file .*: expand it first \(`xacro robot.urdf.xacro > robot.urdf`\)"),
+                       ("robot.sdf", "; SDFormat is not read: convert the model to URDF or MJCF"), ("robot.txt", "$")):  # fmt: skip
+        other = tmp_path / name
+        other.write_text('<?xml version="1.0"?>\n<robot name="r"/>\n')
+        with pytest.raises(ModelFileError, match=r"not valid JSON \(Expecting value at line 1, column 1\); difflie reads JSON model "
+                                                 r"files \(.json, .mdl\), URDF \(.urdf\) and MJCF \(.xml\)" + hint):  # fmt: skip
+            load_model(other)
 
 
 def test_builtin_names_are_models_only():

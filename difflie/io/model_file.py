@@ -201,6 +201,22 @@ def _nearest_rotation(A: np.ndarray, path: str) -> np.ndarray:
     return R
 
 
+# What a file that is not JSON may be, by its extension.
+_OTHER_FORMATS = {
+    ".xacro": "a xacro file is a URDF with macros: expand it first (`xacro robot.urdf.xacro > robot.urdf`)",
+    ".sdf": "SDFormat is not read: convert the model to URDF or MJCF",
+}
+
+
+def _formats(path: str) -> str:
+    """For a file that is not JSON and not named ``.json``: the formats ``load_model`` reads."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".json":
+        return ""
+    other = _OTHER_FORMATS.get(ext)
+    return "; difflie reads JSON model files (.json, .mdl), URDF (.urdf) and MJCF (.xml)" + (f"; {other}" if other else "")
+
+
 def _read(path: str) -> dict:
     if os.path.isdir(path):
         raise ModelFileError(f"{path}: is a directory, not a model file")
@@ -208,9 +224,9 @@ def _read(path: str) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except json.JSONDecodeError as err:
-        raise ModelFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+        raise ModelFileError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}){_formats(path)}") from None
     except UnicodeDecodeError:
-        raise ModelFileError(f"{path}: not valid JSON (not UTF-8 text)") from None
+        raise ModelFileError(f"{path}: not valid JSON (not UTF-8 text){_formats(path)}") from None
     except RecursionError:
         raise ModelFileError(f"{path}: not valid JSON (nested too deeply)") from None
     except OSError as err:
