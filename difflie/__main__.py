@@ -767,6 +767,21 @@ def _warn(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"difflie: warning: {message}", file=sys.stderr)
 
 
+def _use_compile_cache(args) -> None:
+    """JAX's persistent compilation cache in ``compile_cache_dir()`` (unless ``--no-compile-cache``
+    or JAX already has a cache folder), keeping every program, however quickly it compiled: a
+    command's run is short, and the eager steps that build a model and the compile of a small
+    model's run (under a second) are most of its wait, which JAX's default (programs of a second
+    or more) would compile again at every run. ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``
+    overrides."""
+    import jax
+
+    if getattr(args, "compile_cache", True) and not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", str(compile_cache_dir()))
+        if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
 def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:  # installed for the imports
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -778,13 +793,12 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
+        _use_compile_cache(args)
         if args.command == "list":
             return list_all()
         import jax
 
         jax.config.update("jax_enable_x64", not args.float32)  # this process is the user's program
-        if args.compile_cache and not jax.config.jax_compilation_cache_dir:
-            jax.config.update("jax_compilation_cache_dir", str(compile_cache_dir()))
         return statics(args) if args.command == "equilibrium" else run(args)
     except KeyboardInterrupt:
         print("difflie: interrupted", file=sys.stderr)

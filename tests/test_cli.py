@@ -220,6 +220,37 @@ def test_compile_cache_lives_in_the_user_cache_and_can_be_turned_off(monkeypatch
     assert not parser().parse_args(["simulate", "heavy-top", "--no-compile-cache"]).compile_cache
 
 
+def test_compile_cache_keeps_every_program(monkeypatch, tmp_path):
+    """The command line's cache keeps programs however quickly they compiled (a small model's
+    run, the eager steps that build a model), unless the environment says otherwise, and is
+    not set where JAX already has a cache folder or with --no-compile-cache."""
+    import jax
+
+    from difflie.__main__ import _use_compile_cache, parser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+    saved = {key: getattr(jax.config, key) for key in keys}
+    try:
+        for argv, env, folder, least in ((["simulate", "heavy-top"], None, str(tmp_path / "difflie" / "jax"), 0.0),
+                                         (["list"], "2.5", str(tmp_path / "difflie" / "jax"), 1.0),
+                                         (["simulate", "heavy-top", "--no-compile-cache"], None, None, 1.0)):  # fmt: skip
+            jax.config.update(keys[0], None)
+            jax.config.update(keys[1], 1.0)  # JAX's default
+            if env is None:
+                monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", raising=False)
+            else:
+                monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", env)
+            _use_compile_cache(parser().parse_args(argv))
+            assert (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs) == (folder, least)
+        jax.config.update(keys[0], "/elsewhere")  # a folder of the caller's: left alone
+        _use_compile_cache(parser().parse_args(["simulate", "heavy-top"]))
+        assert jax.config.jax_compilation_cache_dir == "/elsewhere"
+    finally:
+        for key, value in saved.items():
+            jax.config.update(key, value)
+
+
 # ---------------------------------------------------------------- hostile input: exit 2, one line
 
 
