@@ -336,9 +336,18 @@ def _file_inertial(body) -> tuple[float, np.ndarray, np.ndarray] | None:
     return float(body.mass), np.array(body.ipos, float), R @ F @ R.T
 
 
-def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+def _principal(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Principal moments (ascending, negative ones kept) and axes (the columns of a rotation) of
+    the symmetric part of ``J``."""
+    e, V = np.linalg.eigh(0.5 * (J + J.T))
+    if np.linalg.det(V) < 0:
+        V[:, 0] = -V[:, 0]
+    return e, V
+
+
+def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """Give MuJoCo's compiler a valid stand-in for each link inertial it refuses, and return
-    the file's own ``{link: (mass, COM, inertia)}`` for them.
+    the file's own ``{link: (mass, COM, principal moments, principal axes)}`` for them.
 
     MuJoCo refuses a link whose inertia is not positive definite, breaks the triangle
     inequality of principal moments, or that moves without mass; robot files have such links
@@ -361,15 +370,13 @@ def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, 
                 continue
             given = (0.0, np.array(body.ipos, float) if np.all(np.isfinite(body.ipos)) else np.zeros(3), np.zeros((3, 3)))
         mass, com, J = given
-        e, V = np.linalg.eigh(0.5 * (J + J.T))
+        e, V = _principal(J)
         if mass > 0 and e[0] > 1e-12 * max(e[2], 1e-12) and e[0] + e[1] > e[2] * (1 + 1e-9):
             continue
-        own[body.name] = given
+        own[body.name] = (mass, com, e, V)
         lifted = np.maximum(e, max(1e-9 * e[2], 1e-9))
         short = lifted[2] - lifted[0] - lifted[1]
         lifted[:2] += max(short, 0.0) / 2 + 1e-6 * lifted[2]
-        if np.linalg.det(V) < 0:
-            V[:, 0] = -V[:, 0]
         body.explicitinertial = True
         body.mass = max(mass, 1e-9)
         body.ipos = com
@@ -379,20 +386,17 @@ def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, 
     return own
 
 
-def _restore_inertials(m, own: dict[str, tuple[float, np.ndarray, np.ndarray]], bound_mass: float, bound_inertia: float,
-                       balance: bool) -> None:
+def _restore_inertials(m, own: dict[str, tuple[float, np.ndarray, np.ndarray, np.ndarray]], bound_mass: float,
+                       bound_inertia: float, balance: bool) -> None:
     """Put the file's own inertials (``_stand_in_inertials``) back into the compiled model
-    ``m``: principal moments and axes of a symmetric matrix, negative ones kept, after MuJoCo's
+    ``m``: principal moments and axes, negative moments kept, after MuJoCo's
     corrections where asked (``boundmass``, ``boundinertia``: lower bounds of the mass and of
     the principal moments; ``balanceinertia``: moments that break the triangle inequality
     replaced by their mean)."""
     import mujoco
 
-    for name, (mass, com, J) in own.items():
+    for name, (mass, com, e, V) in own.items():
         b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name)
-        e, V = np.linalg.eigh(0.5 * (J + J.T))
-        if np.linalg.det(V) < 0:
-            V[:, 0] = -V[:, 0]
         e = np.maximum(e, bound_inertia) if bound_inertia > 0 else e
         if balance and e[0] + e[1] < e[2]:
             e = np.full(3, e.mean())
@@ -791,22 +795,26 @@ def load_robot(
         second[k] += J + mb * (c @ c * np.eye(3) - np.outer(c, c))  # about the link origin
     com = np.zeros((nb, 3))
     inertia_g = np.zeros((nb, 3, 3))
+    fix = ("; bound_mass= and bound_inertia= (--bound-mass, --bound-inertia) give every link a least mass and principal "
+           "moment (MuJoCo's boundmass and boundinertia, for placeholder links), or lock its joint (locked_joints=, --lock)")  # fmt: skip
+
+    def what(k: int, b: int) -> str:
+        """Group ``k`` of link ``b`` in an error: the link and the links welded to it."""
+        welded = [body_names[i] for i in range(1, m.nbody) if body_of[i] == k and i != b]
+        return f"{path}: link {body_names[b]!r}" + (f" (welded to {welded})" if welded else "")
+
     for k, b in enumerate(groups):
-        links = [body_names[i] for i in range(1, m.nbody) if body_of[i] == k]
-        what = f"{path}: link {body_names[b]!r}" + (f" (welded to {links[1:]})" if len(links) > 1 else "")
-        fix = ("; bound_mass= and bound_inertia= (--bound-mass, --bound-inertia) give every link a least mass and principal "
-               "moment (MuJoCo's boundmass and boundinertia, for placeholder links), or lock its joint (locked_joints=, --lock)")  # fmt: skip
         if not mass_g[k] > 0:
-            raise ModelFileError(f"{what} moves but has no mass{fix}")
+            raise ModelFileError(f"{what(k, b)} moves but has no mass{fix}")
         com[k] = first_moment[k] / mass_g[k]
         c = com[k]
         J = second[k] - mass_g[k] * (c @ c * np.eye(3) - np.outer(c, c))
         inertia_g[k] = 0.5 * (J + J.T)
         e = np.linalg.eigvalsh(inertia_g[k])
         if not e[0] > 0:
-            raise ModelFileError(f"{what} has an inertia that is not positive definite (principal moments {e.tolist()}){fix}")
+            raise ModelFileError(f"{what(k, b)} has an inertia that is not positive definite (principal moments {e.tolist()}){fix}")
         if not e[0] + e[1] >= e[2] * (1 - 1e-12):  # as RigidBody checks it
-            raise ModelFileError(f"{what}: its principal moments {e.tolist()} break the triangle inequality A + B >= C (no rigid "
+            raise ModelFileError(f"{what(k, b)}: its principal moments {e.tolist()} break the triangle inequality A + B >= C (no rigid "
                                  "body has such an inertia); balance_inertia=True (--balance-inertia) replaces a link's moments "
                                  "that do by their mean (MuJoCo's balanceinertia)")  # fmt: skip
 
