@@ -533,23 +533,31 @@ LEG = """<?xml version="1.0"?>
 LEG_Q0, LEG_QD0 = {"hip_roll": 0.3, "hip_pitch": -0.4, "knee": 0.8}, {"hip_roll": 2.0, "hip_pitch": -1.0, "knee": 3.0}
 
 
+def _rk4_positions(acc, q, v, h: float, steps: int, every: int) -> np.ndarray:
+    """Positions of ``q'' = acc(t, q, q')`` from ``(q, v)`` at t = 0 by the classical RK4 at step
+    ``h`` (Pinocchio's references), over ``steps`` steps: ``q`` at the start and after every
+    ``every`` steps."""
+    qs = [q]
+    for i in range(steps):
+        t = i * h
+        k1q, k1v = v, acc(t, q, v)
+        k2q, k2v = v + h / 2 * k1v, acc(t + h / 2, q + h / 2 * k1q, v + h / 2 * k1v)
+        k3q, k3v = v + h / 2 * k2v, acc(t + h / 2, q + h / 2 * k2q, v + h / 2 * k2v)
+        k4q, k4v = v + h * k3v, acc(t + h, q + h * k3q, v + h * k3v)
+        q, v = q + h / 6 * (k1q + 2 * k2q + 2 * k3q + k4q), v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        if (i + 1) % every == 0:
+            qs.append(q)
+    return np.array(qs)
+
+
 def _pinocchio_run(path: str, q0: dict, qd0: dict, t1: float, ts, h: float = 1e-4) -> np.ndarray:
-    """Joint positions at ``ts`` (multiples of ``h``) by Pinocchio's ABA and RK4 at ``h``, fixed
-    base, 1-DOF joints, the URDF damping as ``-D v``."""
+    """Joint positions at the evenly spaced ``ts`` from 0 (multiples of ``h``) by Pinocchio's
+    ABA and RK4 at ``h``, fixed base, 1-DOF joints, the URDF damping as ``-D v``."""
     pm = pin.buildModelFromUrdf(path)
     pd, names, damping = pm.createData(), list(pm.names)[1:], np.asarray(pm.damping)
-    acc = lambda q, v: pin.aba(pm, pd, q, v, -damping * v)  # noqa: E731
+    acc = lambda t, q, v: pin.aba(pm, pd, q, v, -damping * v)  # noqa: E731
     q, v = np.array([q0[n] for n in names]), np.array([qd0.get(n, 0.0) for n in names])
-    keep, out = {int(round(t / h)) for t in ts}, []
-    for i in range(int(round(t1 / h)) + 1):
-        if i in keep:
-            out.append(q)
-        k1q, k1v = v, acc(q, v)
-        k2q, k2v = v + h / 2 * k1v, acc(q + h / 2 * k1q, v + h / 2 * k1v)
-        k3q, k3v = v + h / 2 * k2v, acc(q + h / 2 * k2q, v + h / 2 * k2v)
-        k4q, k4v = v + h * k3v, acc(q + h * k3q, v + h * k3v)
-        q, v = q + h / 6 * (k1q + 2 * k2q + 2 * k3q + k4q), v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
-    return np.array(out)
+    return _rk4_positions(acc, q, v, h, int(round(t1 / h)), int(round((ts[1] - ts[0]) / h)))
 
 
 @needs_pinocchio
@@ -701,19 +709,8 @@ def _pinocchio_reference(actuated: bool, t1: float, moving: bool = True, h: floa
     keep = np.eye(9)[: fold.shape[0]]  # the coordinates: the first finger's stands for both
     q = keep @ np.array([PANDA_Q0[n] for n in names])
     v = keep @ np.array([PANDA_QD0.get(n, 0.0) if moving else 0.0 for n in names])
-    n = int(round(t1 / h))
-    qs = [q]
-    for i in range(n):
-        t = i * h
-        k1q, k1v = v, acc(t, q, v)
-        k2q, k2v = v + h / 2 * k1v, acc(t + h / 2, q + h / 2 * k1q, v + h / 2 * k1v)
-        k3q, k3v = v + h / 2 * k2v, acc(t + h / 2, q + h / 2 * k2q, v + h / 2 * k2v)
-        k4q, k4v = v + h * k3v, acc(t + h, q + h * k3q, v + h * k3v)
-        q = q + h / 6 * (k1q + 2 * k2q + 2 * k3q + k4q)
-        v = v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
-        if (i + 1) % every == 0:
-            qs.append(q)
-    return np.arange(len(qs)) * every * h, np.array(qs) @ fold, names
+    qs = _rk4_positions(acc, q, v, h, int(round(t1 / h)), every)
+    return np.arange(len(qs)) * every * h, qs @ fold, names
 
 
 def _difflie_run(model, solver, t1, h, ts):
@@ -1066,20 +1063,10 @@ def test_joint_feedback_pd_matches_pinocchio(tmp_path):
     pd = pm.createData()
     kp, kd, target = (np.asarray(x) for x in (PD_LAW.kp, PD_LAW.kd, PD_LAW.target))
 
-    def acc(q, v):
+    def acc(t, q, v):
         return pin.aba(pm, pd, q, v, kp * (target - q) - kd * v - np.asarray(pm.damping) * v)
 
-    h, q, v = 1e-4, np.array([PD_Q0[n] for n in model.joint_names]), np.zeros(3)
-    reference = [q]
-    for i in range(1000):
-        k1q, k1v = v, acc(q, v)
-        k2q, k2v = v + h / 2 * k1v, acc(q + h / 2 * k1q, v + h / 2 * k1v)
-        k3q, k3v = v + h / 2 * k2v, acc(q + h / 2 * k2q, v + h / 2 * k2v)
-        k4q, k4v = v + h * k3v, acc(q + h * k3q, v + h * k3v)
-        q, v = q + h / 6 * (k1q + 2 * k2q + 2 * k3q + k4q), v + h / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)
-        if (i + 1) % 100 == 0:
-            reference.append(q)
-    reference = np.array(reference)
+    reference = _rk4_positions(acc, np.array([PD_Q0[n] for n in model.joint_names]), np.zeros(3), 1e-4, 1000, 100)
     assert np.abs(reference[-1] - reference[0]).min() > 0.04
     ts = jnp.linspace(0.0, 0.1, 11)
     errors = []
