@@ -449,7 +449,7 @@ def test_tendon_armature_follows_mujoco(tmp_path):
 @pytest.mark.parametrize(
     "attributes, message",
     [
-        ('limited="true" range="1 -1"', "range[0] should be smaller than range[1] in joint"),  # MuJoCo's compiler's
+        ('limited="true" range="1 -1"', "joint 'h': range[0] should be smaller than range[1]"),  # MuJoCo's compiler's, by joint
         ('range="-1 1" solreflimit="0.02 0"', "joint 'h': its limit's solref (0.02, 0) has a time constant but no damping ratio > 0"),
         ('range="-1 1" solreflimit="0 1"', "joint 'h': its limit's solref (0, 1) gives no stiffness > 0 and damping >= 0"),
         ('frictionloss="1" solreffriction="-10 1"', "joint 'h': its friction's solref (-10, 1) gives no damping > 0"),

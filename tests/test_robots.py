@@ -254,6 +254,90 @@ def test_malformed_robot_files(tmp_path):
         _load(path, mass={"upper": 1.0})
 
 
+TENDON_ON_AXIS = """<mujoco>
+  <worldbody>
+    <site name="s0" pos="0 0 0"/>
+    <body name="arm">
+      <joint name="hinge" type="hinge" axis="0 1 0" pos="0 0 0"/>
+      <inertial pos="0.1 0 0" mass="0.5" diaginertia="0.001 0.004 0.004"/>
+      <site name="s1" pos="0 0.5 0"/>
+    </body>
+  </worldbody>
+  <tendon><spatial name="t1" limited="true" range="0 1" stiffness="1"><site site="s0"/><site site="s1"/></spatial></tendon>
+</mujoco>
+"""
+
+CLOTH = """<mujoco>
+  <worldbody>
+    <body name="arm"><joint name="hinge" axis="0 1 0"/><inertial pos="0.1 0 0" mass="0.5" diaginertia="0.001 0.004 0.004"/></body>
+    <flexcomp name="cloth" type="grid" count="3 3 1" spacing="0.1 0.1 0.1" mass="1" radius="0.01" dim="2" pos="0 0 1">
+      <edge equality="true"/>
+    </flexcomp>
+  </worldbody>
+</mujoco>
+"""
+
+TOOL_INERTIA = 'ixx="0.001" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.0015"'
+MJCF_HINGE = '<joint name="elbow" type="hinge" axis="0 1 0" pos="0 0 0" ref="0.3" damping="0.1"/>'
+
+# file, its text, load_model keywords, what the message must say
+BAD_FILES = {
+    "negative_mass": ("arm.urdf", TOY_URDF.replace('<mass value="1.5"/>', '<mass value="-1.5"/>'), {},
+                      r"arm.urdf: link 'upper': mass must be positive \(or zero for a massless frame\), got -1.5$"),
+    "negative_mass_mjcf": ("arm.xml", TOY_MJCF.replace('mass="0.5"', 'mass="-0.5"'), {},
+                           r"arm.xml: link 'arm': mass must be positive \(or zero for a massless frame\), got -0.5$"),
+    "negative_moment_welded": ("arm.urdf", TOY_URDF.replace(TOOL_INERTIA, TOOL_INERTIA.replace('ixx="0.001"', 'ixx="-1"')), {},
+                               (r"link 'upper' \(welded to \['tool'\]\) has an inertia that is not positive definite .*; the file gives "
+                                r"link 'tool' the principal moments \[-1.0, 0.0015, 0.002\]")),
+    "reversed_limit": ("arm.urdf", TOY_URDF.replace('lower="-2" upper="2"', 'lower="1" upper="-1"'), {"joint_limits": True},
+                       r"arm.urdf: joint 'shoulder': its limit's lower 1 is above its upper -1 \(MuJoCo reads that as no limit\)"),
+    "reversed_range_mjcf": ("arm.xml", TOY_MJCF.replace('damping="0.1"', 'damping="0.1" range="1 -1" limited="true"'), {},
+                            r"arm.xml: joint 'elbow': range\[0\] should be smaller than range\[1\]$"),
+    "reversed_range_autolimits": ("arm.xml", TOY_MJCF.replace('damping="0.1"', 'damping="0.1" range="1 -1"'), {"joint_limits": True},
+                                  r"arm.xml: joint 'elbow': its limit's lower 1 is above its upper -1"),
+    "reversed_tendon_range": ("arm.xml", TENDON_ON_AXIS.replace('limited="true" range="0 1"', 'range="1 -1"'), {"joint_limits": True},
+                              r"arm.xml: tendon 't1': its limit's lower 1 is above its upper -1 \(MuJoCo reads that as no limit\)"),
+    "still_tendon": ("arm.xml", TENDON_ON_AXIS, {"joint_limits": True},
+                     (r"arm.xml: tendon 't1': its length does not change with any joint at the reference pose \(zero inverse weight\); "
+                      r"its limit cannot act")),
+    "zero_axis": ("arm.urdf", TOY_URDF.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 0 0"/>'), {}, r"arm.urdf: joint 'spin': axis too small$"),
+    "unknown_weld_body": ("arm.xml", TOY_MJCF.replace("</worldbody>", '</worldbody><equality><weld body1="arm" body2="nosuch"/></equality>'),
+                          {}, r"arm.xml: equality 0 \(weld\): no body 'nosuch' in the file$"),
+    "repeated_link": ("arm.urdf", TOY_URDF.replace('<link name="tcp"/>', '<link name="tcp"/><link name="tool"/>'), {},
+                      r"arm.urdf: the link name 'tool' is used more than once \(URDF link names are unique\)$"),
+    "repeated_joint": ("arm.urdf", TOY_URDF.replace('name="slide"', 'name="spin"'), {}, r"arm.urdf: the joint name 'spin' is used more than once$"),
+    "planar": ("arm.urdf", TOY_URDF.replace('type="continuous"', 'type="planar"'), {},
+               (r"arm.urdf: joint 'spin' is a URDF planar joint, which difflie does not read \(MuJoCo makes it two slides and a hinge, "
+                r"\['spin_TX', 'spin_TY', 'spin_RZ'\]\); write it as prismatic, prismatic and revolute joints through links with mass, "
+                r"or lock it \(locked_joints=\['spin_TX', 'spin_TY', 'spin_RZ'\]\)")),
+    "slide_and_hinge": ("arm.xml", TOY_MJCF.replace(MJCF_HINGE, '<joint name="push" type="slide" axis="1 0 0"/>' + MJCF_HINGE), {},
+                        (r"arm.xml: body 'arm' has the joints \['push', 'elbow'\]; a body with several joints must have two or three hinges "
+                         r"about one point, not \['slide', 'hinge'\]: split the body, one joint in each body with mass, or lock them")),
+    "flex": ("arm.xml", CLOTH, {}, r"arm.xml: link 'cloth_0' is a vertex of the flex 'cloth'; difflie reads rigid links, not flexible bodies"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_robot_files_say_what_and_where(tmp_path, case):
+    """Errors in a robot file name the file and the element by its kind (link, joint, tendon,
+    equality) and give the value at fault: a negative mass, a welded link's negative principal
+    moments, a reversed limit (URDF, MJCF, a tendon's), a tendon no joint moves, a zero axis,
+    an unknown body, a repeated link or joint name, a URDF planar joint, mixed joints in one body, a
+    flexible body."""
+    name, text, kwargs, message = BAD_FILES[case]
+    assert text.strip() not in (TOY_URDF.strip(), TOY_MJCF.strip())
+    with pytest.raises(ModelFileError, match=message):
+        _load(_write(tmp_path, name, text), **kwargs)
+
+
+def test_reversed_limit_and_locked_planar_joint_load(tmp_path):
+    """A reversed URDF limit is an error only where limits are modelled; a URDF planar joint
+    locked loads (its link welded to its parent)."""
+    _load(_write(tmp_path, "reversed.urdf", BAD_FILES["reversed_limit"][1]))
+    model = _load(_write(tmp_path, "planar.urdf", BAD_FILES["planar"][1]), locked_joints=["spin_TX", "spin_TY", "spin_RZ"])
+    assert model.joint_names == ("shoulder", "slide")
+
+
 def test_joint_torques_are_checked_when_loaded(tmp_path):
     """``joint_torques`` entries: an expression string of t is read as in the model files (the
     same motion as the same function), and a malformed string, a function of the wrong shape

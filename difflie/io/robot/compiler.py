@@ -50,7 +50,7 @@ def _compile(path: str, floating_base: bool | None, bounds: tuple[float, float, 
     try:
         spec = mujoco.MjSpec.from_file(path)
     except Exception as err:  # MuJoCo's parser errors carry the element and line
-        raise ModelFileError(f"{path}: {_mujoco_error(err)}") from None
+        raise ModelFileError(f"{path}: {_mujoco_error(err, path)}") from None
     urdf = path.lower().endswith(".urdf")
     spec.compiler.fusestatic = False  # merging is ours: it keeps every link's frame
     mesh_files = {m.name: m.file for m in spec.meshes}
@@ -70,23 +70,27 @@ def _compile(path: str, floating_base: bool | None, bounds: tuple[float, float, 
         for m in list(spec.meshes):
             spec.delete(m)
         spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
-    if floating_base is not None:
-        for root in spec.worldbody.bodies:
-            free = [j for j in root.joints if j.type == mujoco.mjtJoint.mjJNT_FREE]
-            if floating_base and not root.joints:
-                root.add_freejoint()
-            elif not floating_base:
-                for j in free:
-                    spec.delete(j)
-    folded = _fold_massless_hinges(spec) if urdf else []
+    try:  # reading a body's joints, MuJoCo refuses a repeated joint name that its URDF parser took
+        if floating_base is not None:
+            for root in spec.worldbody.bodies:
+                free = [j for j in root.joints if j.type == mujoco.mjtJoint.mjJNT_FREE]
+                if floating_base and not root.joints:
+                    root.add_freejoint()
+                elif not floating_base:
+                    for j in free:
+                        spec.delete(j)
+        folded = _fold_massless_hinges(spec) if urdf else []
+    except ValueError as err:
+        raise ModelFileError(f"{path}: {_mujoco_error(err, path, spec)}") from None
     c = spec.compiler
     c.boundmass, c.boundinertia = max(c.boundmass, bounds[0]), max(c.boundinertia, bounds[1])
     c.balanceinertia = bool(c.balanceinertia or bounds[2])
+    _check_masses(spec, path)
     own = _stand_in_inertials(spec, urdf)
     try:
         model = spec.compile()
     except Exception as err:
-        raise ModelFileError(f"{path}: {_mujoco_error(err)}") from None
+        raise ModelFileError(f"{path}: {_mujoco_error(err, path, spec)}") from None
     _restore_inertials(model, own, c.boundmass, c.boundinertia, c.balanceinertia)
     meshes = {}
     for name, file in marked.items():
@@ -172,6 +176,17 @@ def _file_inertial(body) -> tuple[float, np.ndarray, np.ndarray] | None:
     F = np.diag(body.inertia) if np.isnan(f[0]) else np.array([[f[0], f[3], f[4]], [f[3], f[1], f[5]], [f[4], f[5], f[2]]])
     R = _quat_matrix(body.iquat)
     return float(body.mass), np.array(body.ipos, float), R @ F @ R.T
+
+
+def _check_masses(spec, path: str) -> None:
+    """Refuse a link inertial of negative mass (MuJoCo's parser takes it; a stand-in would hide it)."""
+    import mujoco
+
+    if spec.compiler.inertiafromgeom == mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE:
+        return  # the file's inertials give way to its geometry
+    for body in spec.bodies:
+        if body.explicitinertial and body.mass < 0:
+            raise ModelFileError(f"{path}: link {body.name!r}: mass must be positive (or zero for a massless frame), got {body.mass:g}")
 
 
 def _principal(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -276,23 +291,81 @@ def _one_line(err: Exception) -> str:
     return "; ".join(line.strip() for line in str(err).splitlines() if line.strip())
 
 
-def _mujoco_error(err: Exception) -> str:
+# The kinds of element MuJoCo's messages are about, in a robot file's words where they differ
+_ELEMENTS = {"body": "link", "equality constraint": "equality", "flexcomp": "flex", "key": "keyframe"}
+_ABOUT = re.compile(r"^(.*?) (?:in|for) (body|joint|geom|site|tendon|actuator|equality constraint|sensor|camera|light|mesh|skin|flexcomp|flex"
+                    r"|hfield|texture|material|keyframe|key|pair|exclude)(?: id =)?(?: (\d+))?(, wrap \d+)?$")  # fmt: skip
+
+
+def _mujoco_error(err: Exception, path: str, spec=None) -> str:
     """MuJoCo's parser or compiler message in the words of a robot file: the XML error and its
-    line, or the element (link) and what is wrong with it."""
+    line, or the element (by its kind: link, joint, geom, tendon, equality, ...; from the
+    compiler's ``spec`` where the message gives only its number) and what is wrong with it."""
     text = str(err)
     xml = re.search(r"Error=XML_ERROR_(\w+).*?Line number=(\d+)(?:: XMLElement name=(\w+))?", text, re.S)
     if xml:
         kind, line, element = xml.groups()
         at = f" (element <{element}>)" if element else ""
         return f"malformed XML, {kind.lower().replace('_', ' ')} at line {line}{at}"
-    element = re.search(r"Element name '([^']*)'", text)
-    what = re.sub(r"^Error:\s*", "", text.strip().splitlines()[0]) if text.strip() else type(err).__name__
+    if "repeated URDF name" in text:
+        return _repeated_urdf_name(path) or _one_line(err)
+    what = re.sub(r"^(XML Error: )?(Error: )?", "", text.strip().splitlines()[0]) if text.strip() else type(err).__name__
+    element = re.search(r"Element name '([^']*)'(?:, id (\d+))?", text)
+    line = re.search(r"line (\d+)", text)
+    at = f" (line {line.group(1)})" if line else ""
+    unsaid = "body" if "bod" in what or "inertia" in what else "sensor" if "sensor" in what else "element"  # where no kind is named
     if "A + B >= C" in what:
         what = "its principal moments of inertia break the triangle inequality A + B >= C (no rigid body has such an inertia)"
     elif "mjMINVAL" in what:
         what = "it moves but has no positive mass and inertia (a missing or zero <inertial>)"
-    what = re.sub(r"^error '(.*)' in (\w+)$", r"\1 (\2)", what)
-    return f"link {element.group(1)!r}: {what}" if element else _one_line(err)
+    what = re.sub(r" in wrap \d+$", " in a tendon's path", re.sub(r"^error '(.*)' in (\w+)$", r"\1 in \2", what))
+    about = _ABOUT.match(what)
+    repeated = re.match(r"repeated name '(.*)'$", about.group(1)) if about else None
+    if repeated:
+        return f"the {_ELEMENTS.get(about.group(2), about.group(2))} name {repeated.group(1)!r} is used more than once{at}"
+    if about:
+        what, kind, number, wrap = about.groups()
+        name = element.group(1) if element and not wrap else ""
+        number = number or (element.group(2) if element else None)
+        if wrap and spec is not None and number is not None:  # the element named is the tendon's joint or site
+            name = spec.tendons[int(number)].name
+        if kind == "equality constraint" and spec is not None and number is not None and what.startswith("unknown element"):
+            return _unknown_in_equality(spec.equalities[int(number)], number, what)
+    elif element and f"'{element.group(1)}'" in what:  # the message names it
+        return what + at
+    elif element:
+        kind, name, number = unsaid, element.group(1), element.group(2)
+    else:
+        return _one_line(err)
+    label = _ELEMENTS.get(kind, kind)
+    return f"{label} {name!r}: {what}" if name else f"{label} {number}: {what}" if number is not None else f"{what} ({label})"
+
+
+def _unknown_in_equality(equality, number: str, what: str) -> str:
+    """An equality constraint that names an element the file does not have."""
+    import mujoco
+
+    kind = equality.type.name.removeprefix("mjEQ_").lower()
+    target = "site" if equality.objtype == mujoco.mjtObj.mjOBJ_SITE else {"connect": "body", "weld": "body"}.get(kind, kind)
+    missing = re.search(r"'([^']*)'", what)
+    label = repr(equality.name) if equality.name else number
+    return f"equality {label} ({kind}): no {target} {missing.group(1) if missing else '?'!r} in the file"
+
+
+def _repeated_urdf_name(path: str) -> str | None:
+    """The link (or joint) name a URDF gives twice, which MuJoCo's parser refuses without naming it."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return None
+    for tag in ("link", "joint"):
+        names = [e.get("name") for e in root.iter(tag)]
+        twice = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+        if twice:
+            return f"the {tag} name {twice[0]!r} is used more than once (URDF {tag} names are unique)"
+    return None
 
 
 def _names(m, objtype, n) -> list[str]:

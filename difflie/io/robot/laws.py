@@ -79,11 +79,21 @@ def _limits(m, j: int, path: str) -> tuple[float, float, float, float, float] | 
     """Joint ``j``'s ``_limit_law`` (its ``solreflimit``, ``solimplimit``, ``range``) at its
     inertia at the reference pose, ``1 / dof_invweight0`` (a ball's per unit inertia: its
     ``BallLimits`` take the inertia about the axis it turns; its range is ``(0, largest
-    angle)``). ``None`` for a joint without limits."""
+    angle)``). ``None`` for a joint without limits (a reversed range refused: ``_unreversed``)."""
     if not m.jnt_limited[j]:
-        return None
+        return _unreversed(m.jnt_range[j], f"{path}: joint {m.joint(j).name!r}")
     inertia = 1.0 if m.jnt_type[j] == _BALL else 1.0 / float(m.dof_invweight0[m.jnt_dofadr[j]])
     return _limit_law(m.jnt_solref[j], m.jnt_solimp[j], *(float(x) for x in m.jnt_range[j]), inertia, f"{path}: joint {m.joint(j).name!r}")
+
+
+def _unreversed(limits, what: str) -> None:
+    """``None`` for the ``range`` of a joint or tendon without limits; a reversed one, which
+    MuJoCo reads as no limit (a URDF ``<limit>``, an MJCF ``range`` limited by ``autolimits``),
+    raises a ``ModelFileError`` that ``what`` begins."""
+    lower, upper = (float(x) for x in limits)
+    if lower > upper:
+        raise ModelFileError(f"{what}: its limit's lower {lower:g} is above its upper {upper:g} (MuJoCo reads that as no limit); swap them, "
+                             "or joint_limits=False leaves the limits out")  # fmt: skip
 
 
 def _friction(m, j: int, path: str) -> tuple[float, float] | None:
@@ -138,15 +148,22 @@ def _tendon_law(m, rows: list[int], joint_limits: bool, joint_friction: bool, pa
     tendon's inertia ``1 / tendon_invweight0``)."""
     laws = [TendonSpring(*(jnp.asarray(np.asarray(x, float)) for x in (m.tendon_stiffness[rows], m.tendon_damping[rows],
                                                                     m.tendon_lengthspring[rows, 0], m.tendon_lengthspring[rows, 1])))]  # fmt: skip
-    inertia = [1.0 / float(m.tendon_invweight0[k]) for k in rows]
+    what = {k: f"{path}: tendon {m.tendon(k).name or k!r}" for k in rows}
+
+    def inertia(k, law):
+        """Tendon ``k``'s inertia, ``1 / tendon_invweight0``, which its ``law`` needs."""
+        if not m.tendon_invweight0[k] > 0:
+            raise ModelFileError(f"{what[k]}: its length does not change with any joint at the reference pose (zero inverse weight); "
+                                 f"its {law} cannot act")  # fmt: skip
+        return 1.0 / float(m.tendon_invweight0[k])
+
     if joint_limits and any(m.tendon_limited[k] for k in rows):
-        values = [_limit_law(m.tendon_solref_lim[k], m.tendon_solimp_lim[k], *(float(x) for x in m.tendon_range[k]), i,
-                             f"{path}: tendon {m.tendon(k).name or k!r}") if m.tendon_limited[k] else None
-                  for k, i in zip(rows, inertia)]  # fmt: skip
+        values = [_limit_law(m.tendon_solref_lim[k], m.tendon_solimp_lim[k], *(float(x) for x in m.tendon_range[k]), inertia(k, "limit"),
+                             what[k]) if m.tendon_limited[k] else None for k in rows]  # fmt: skip
         laws.append(_stacked_limits(values, [False] * len(rows)))
     if joint_friction and any(m.tendon_frictionloss[k] > 0 for k in rows):
-        values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], i,
-                                f"{path}: tendon {m.tendon(k).name or k!r}") for k, i in zip(rows, inertia)]  # fmt: skip
+        values = [_friction_law(float(m.tendon_frictionloss[k]), m.tendon_solref_fri[k], m.tendon_solimp_fri[k], inertia(k, "friction"),
+                                what[k]) if m.tendon_frictionloss[k] > 0 else None for k in rows]  # fmt: skip
         laws.append(_stacked_friction(values))
     return laws[0] if len(laws) == 1 else JointLaws(tuple(laws))
 

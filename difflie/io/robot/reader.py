@@ -35,6 +35,7 @@ from .laws import (
     _stacked_friction,
     _stacked_limits,
     _tendon_inertia,
+    _unreversed,
 )
 from .tree import _bodies, _check_hinges, _forward_kinematics, _hinge_groups, _joint_rows, _joint_tables, _mass_properties
 
@@ -220,8 +221,6 @@ def load_robot(
     ball_names_all = [joint_names_all[j] for j in range(m.njnt) if m.jnt_type[j] == _BALL]
     for b in range(1, m.nbody):
         n = int(m.body_jntnum[b])
-        if n > 1:
-            _check_hinges(m, b, path, body_names[b], joint_names_all)
         kind = m.jnt_type[m.body_jntadr[b]] if n else None
         if kind == _FREE and m.body_parentid[b] != 0:
             raise ModelFileError(f"{path}: body {body_names[b]!r} has a free joint but is not a child of the world")
@@ -232,6 +231,8 @@ def load_robot(
         raise ValueError(f"load_model: locked_joints names unknown joints {unknown}{_guess(unknown, known)}; movable joints are {known}")
     for b in range(1, m.nbody):
         names = joint_names_all[m.body_jntadr[b] : m.body_jntadr[b] + m.body_jntnum[b]]
+        if len(names) > 1 and not all(k in locked for k in names):  # a locked body's joints weld it as they are
+            _check_hinges(m, b, path, body_names[b], joint_names_all)
         if len(names) > 1 and 0 < sum(k in locked for k in names) < len(names):
             raise ValueError(f"load_model: locked_joints: the hinges {names} of body {body_names[b]!r} turn about one point; lock all of them or none")
     free_names = [k for k in movable_names + ball_names_all if k not in locked]
@@ -321,6 +322,9 @@ def load_robot(
     coupling = _joint_couplings(m, couplings, jinfo, welded, path) if couplings else None
     if coupling is not None:
         laws.append(coupling)
+    for k in range(m.ntendon) if joint_limits else ():
+        if not m.tendon_limited[k]:
+            _unreversed(m.tendon_range[k], f"{path}: tendon {m.tendon(k).name or k!r}")
     actuated = controls is not None and "actuation" not in off
     pulled = _acting_tendons(m, _is_spatial, joint_limits, joint_friction, actuated)  # the spatial tendons that act
     actuators, tendon_actuators = _actuators(m, controls, jinfo, welded, pulled) if actuated else (None, None)

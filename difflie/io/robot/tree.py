@@ -99,7 +99,11 @@ def _mass_properties(m, path: str, body_names: list[str], body_of: list[int], gr
         inertia_g[k] = 0.5 * (J + J.T)
         e = np.linalg.eigvalsh(inertia_g[k])
         if not e[0] > 0:
-            raise ModelFileError(f"{what(k, b)} has an inertia that is not positive definite (principal moments {e.tolist()}){fix}")
+            links = [i for i in range(1, m.nbody) if body_of[i] == k]
+            own = [i for i in links if len(links) > 1 and m.body_inertia[i].min() < 0]  # the welded links at fault
+            given = "".join(f"; the file gives link {body_names[i]!r} the principal moments {[float(f'{x:.6g}') for x in sorted(m.body_inertia[i])]}"
+                            for i in own)  # fmt: skip
+            raise ModelFileError(f"{what(k, b)} has an inertia that is not positive definite (principal moments {e.tolist()}){given}{fix}")
         if not e[0] + e[1] >= e[2] * (1 - 1e-12):  # as RigidBody checks it
             raise ModelFileError(f"{what(k, b)}: its principal moments {e.tolist()} break the triangle inequality A + B >= C (no rigid "
                                  "body has such an inertia); balance_inertia=True (--balance-inertia) replaces a link's moments "
@@ -240,12 +244,26 @@ def _joint_rows(jinfo: list[dict], binfo: list[dict]) -> list:
 
 
 def _check_hinges(m, b: int, path: str, body: str, joint_names: list[str]) -> None:
-    """A body with several joints: two or three hinges about one point, their axes independent."""
+    """A body with several joints: two or three hinges about one point, their axes independent
+    (a flex's vertex and a URDF planar joint, which MuJoCo gives slides, named as such)."""
+    import mujoco
+
     js = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
     names = [joint_names[j] for j in js]
+    kinds = [_KIND[int(m.jnt_type[j])] for j in js]
     what = f"{path}: body {body!r} has the joints {names}"
+    flex = [f for f in range(m.nflex) if b in m.flex_vertbodyid[m.flex_vertadr[f] : m.flex_vertadr[f] + m.flex_vertnum[f]]]
+    if flex:
+        raise ModelFileError(f"{path}: link {body!r} is a vertex of the flex {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_FLEX, flex[0])!r}; "
+                             "difflie reads rigid links, not flexible bodies (<flex>, <flexcomp>)")  # fmt: skip
+    stem = names[-1].removesuffix("_RZ")
+    if path.lower().endswith(".urdf") and kinds == ["slide", "slide", "hinge"] and names == [f"{stem}_TX", f"{stem}_TY", f"{stem}_RZ"]:
+        raise ModelFileError(f"{path}: joint {stem!r} is a URDF planar joint, which difflie does not read (MuJoCo makes it two slides and a "
+                             f"hinge, {names}); write it as prismatic, prismatic and revolute joints through links with mass, or lock it "
+                             f"(locked_joints={names})")  # fmt: skip
     if len(js) > 3 or any(m.jnt_type[j] != _HINGE for j in js):
-        raise ModelFileError(f"{what}; difflie reads two or three hinges about one point as one joint, not {[_KIND[int(m.jnt_type[j])] for j in js]}")
+        raise ModelFileError(f"{what}; a body with several joints must have two or three hinges about one point, not {kinds}: split the "
+                             f"body, one joint in each body with mass, or lock them (locked_joints={names})")  # fmt: skip
     pos = np.array([m.jnt_pos[j] for j in js])
     if np.abs(pos - pos[0]).max() > 1e-9 * max(1.0, np.abs(pos).max()):
         raise ModelFileError(f"{what} at different points {pos.tolist()}; difflie reads hinges of one body about one point only (split the body)")
