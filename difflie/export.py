@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import zipfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -41,8 +42,11 @@ def load_solution(path: str | os.PathLike) -> Solution:
     Counters that the file lacks (the command line writes none) read as ``-1`` (times and
     residuals as NaN), and its result as successful (the command line writes no file otherwise).
     """
-    with np.load(path) as f:
-        data = dict(f)
+    try:
+        with np.load(path) as f:
+            data = dict(f)
+    except (ValueError, EOFError, TypeError, zipfile.BadZipFile):  # text (or pickles), empty, a .npy array, a broken zip
+        raise ValueError(f"load_solution: {os.fspath(path)}: not a difflie trajectory (.npz) file") from None
     missing = [k for k in ("t", "body_names", *_STATES) if k not in data]
     if missing:
         raise ValueError(f"load_solution: {os.fspath(path)} lacks {missing}; is it a difflie trajectory file?")

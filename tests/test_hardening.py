@@ -294,3 +294,65 @@ def test_sigint_while_importing_ends_with_one_line():
         proc.kill()
     # no banner: interrupted before the command started; no traceback
     assert code == 130 and err.splitlines() == ["difflie: interrupted"], err[-2000:]
+
+
+# ------------------------------------------------------------------------------- names, built-in models, trajectories
+
+
+def test_connect_refuses_a_joint_name_given_twice():
+    """Two joints of one name would merge in the row names and in joint_reactions; unnamed
+    joints, rows given one by one and a driver named after its joint still connect."""
+    C, G = dl.constraints, dl.constraints.GROUND
+    free = dl.Model(dl.RigidBody(jnp.ones(2), jnp.stack([jnp.eye(3)] * 2)), r0=jnp.array([[0, 0.5, 0], [0, 1.5, 0.0]]))
+    hinge = lambda i, j, p, name="": C.revolute_at(free, i, j, p, (1, 0, 0), name=name)
+    with pytest.raises(ValueError, match=r"^connect: joints\[0\] and joints\[1\] are both named 'j'; give each joint a name of its own"):
+        C.connect(free, [hinge(G, 0, (0, 0, 0), "j"), hinge(0, 1, (0, 1, 0), "j")])
+    with pytest.raises(ValueError, match=r"^connect: joints\[0\] and joints\[1\] are both named 'j'"):
+        C.connect(free, [hinge(G, 0, (0, 0, 0), "j"), C.spherical_at(free, 0, 1, (0, 1, 0), name="j")])
+    with pytest.raises(ValueError, match=r"^connect: joints\[0\] has two rows named 'j_CD_x'"):
+        C.connect(free, [hinge(G, 0, (0, 0, 0), "j") + hinge(0, 1, (0, 1, 0), "j")])
+    assert len(set(C.connect(free, [hinge(G, 0, (0, 0, 0)), hinge(0, 1, (0, 1, 0))]).constraint_names)) == 10
+    drive = C.rotation_driver_at(free, G, 0, (1, 0, 0), lambda t: 0.0 * t, name="hinge")
+    C.connect(free, hinge(G, 0, (0, 0, 0), "hinge") + [drive] + C.spherical_at(free, 0, 1, (0, 1, 0)))
+
+
+@pytest.mark.parametrize("fn", [dl.models.heavy_top, dl.models.heavy_top_spherical])
+def test_heavy_top_names_a_non_finite_omega0(fn):
+    with pytest.raises(ValueError, match=r"omega0 must be finite, got \[0\.0, inf, 0\.0\]"):
+        fn(omega0=[0, jnp.inf, 0])
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: dl.models.chain(n=0), r"^chain: n must be an integer >= 1, got 0$"),
+        (lambda: dl.models.chain(n=2.5), r"^chain: n must be an integer >= 1, got 2\.5$"),
+        (lambda: dl.models.chain(length=-1.0), r"^chain: length must be positive, got -1\.0$"),
+        (lambda: dl.models.chain(width=-0.05), r"^chain: width must be positive, got -0\.05$"),
+        (lambda: dl.models.spider(n=0), r"^spider: n must be an integer >= 1, got 0$"),
+        (lambda: dl.models.spider(length=0.0), r"^spider: length must be positive, got 0\.0$"),
+        (lambda: dl.models.ladder(loops=1.5), r"^ladder: loops must be an integer >= 1, got 1\.5$"),
+        (lambda: dl.models.ladder(length=-2.0), r"^ladder: length must be positive, got -2\.0$"),
+        (lambda: dl.models.rotor(length=-0.5), r"^rotor: length must be positive, got -0\.5$"),
+        (lambda: dl.models.spatial_slider_crank(crank_length=0.0), r"^spatial_slider_crank: crank_length must be positive, got 0\.0$"),
+        (lambda: dl.models.spatial_slider_crank(rod_length=0.01), r"^spatial_slider_crank: rod_length 0\.01 cannot reach the slider's line"),
+    ],
+)
+def test_built_in_model_sizes_are_checked(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_load_solution_refuses_other_files(tmp_path):
+    text = tmp_path / "junk.npz"
+    text.write_text("not a trajectory\n")
+    with pytest.raises(ValueError, match=r"junk\.npz: not a difflie trajectory \(\.npz\) file$"):
+        dl.load_solution(text)
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty\.npz: not a difflie trajectory \(\.npz\) file$"):
+        dl.load_solution(empty)
+    other = tmp_path / "other.npz"
+    np.savez(other, t=np.zeros(3))
+    with pytest.raises(ValueError, match=r"other\.npz lacks \['body_names', 'position'"):
+        dl.load_solution(other)

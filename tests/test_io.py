@@ -418,3 +418,66 @@ def test_closed_loops_load_and_run_in_float32():
         "print('ok')\n"
     )
     assert run_float32(code).strip() == "ok"
+
+
+# ------------------------------------------------------------------------------- names and bodies
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "double_pendulum_3d.json"
+
+
+def _example(tmp_path, edit):
+    data = json.loads(EXAMPLE.read_text())
+    edit(data)
+    return _write(tmp_path, data)
+
+
+def test_duplicate_joint_name_is_refused(tmp_path):
+    """Two joints of one name would share their rows' names and joint_reactions' entry."""
+    path = _example(tmp_path, lambda d: d["joints"][1].update(name="shoulder"))
+    with pytest.raises(ModelFileError, match=r"^\$\.joints\[1\]\.name: duplicate joint name 'shoulder' \(also \$\.joints\[0\]\)$"):
+        load_model(path)
+
+
+def test_duplicate_constraint_name_is_refused(tmp_path):
+    data = _native()
+    data["constraints"] = [dict(data["constraints"][0]), dict(data["constraints"][0])]
+    with pytest.raises(ModelFileError, match=r"^\$\.constraints\[1\]\.name: duplicate constraint name '.+' \(also \$\.constraints\[0\]\)$"):
+        load_model(_write(tmp_path, data), assemble=False)
+
+
+def test_unnamed_joints_stay_distinct(tmp_path):
+    """Joints without names get names of their own (from their JSON paths)."""
+    def unname(d):
+        for j in d["joints"]:
+            del j["name"]
+
+    model = load_model(_example(tmp_path, unname))
+    assert len({C.joint_name(n) for n in model.constraint_names}) == 2
+
+
+def test_second_ground_body_is_named(tmp_path):
+    path = _example(tmp_path, lambda d: d["bodies"].append({"name": "ground", "id": 9}))
+    with pytest.raises(ModelFileError, match=r"^\$\.bodies\[3\]: a second ground body \(the first is \$\.bodies\[0\]\)"):
+        load_model(path)
+
+
+def test_joint_on_one_body_names_joint_and_body(tmp_path):
+    path = _example(tmp_path, lambda d: d["joints"][1].update(body_j=1))
+    with pytest.raises(ModelFileError, match=r"^\$\.joints\[1\] \('elbow'\): body_i and body_j are both body 'upper' \(id 1\)$"):
+        load_model(path)
+    path = _write(tmp_path, _native(**{"constraints/0/body_j": 0, "constraints/0/body_i": 0}))
+    with pytest.raises(ModelFileError, match=r"^\$\.constraints\[0\] \('height'\): body_i and body_j are both the ground \(id 0\)$"):
+        load_model(path)
+
+
+def test_unknown_angle_driver_names_keyword_and_known_constraints():
+    with pytest.raises(ValueError, match=r"angle_drivers: no constraint named 'nosuch'.*'driving-kk'"):
+        load_model(DATA / "four_link.json", mass=[2.0, 1.0, 1.0], inertia=ANY_INERTIA, angle_drivers={"nosuch": {"theta": "t", "a_bar_j": [0, 0, 1]}})
+    with pytest.raises(ValueError, match=r"drivers: no constraint named 'nosuch'.*has no basic constraints"):
+        load_model(EXAMPLE, drivers={"nosuch": "t"})
+
+
+def test_joints_not_a_list_names_the_key(tmp_path):
+    path = _example(tmp_path, lambda d: d.update(joints={"a": 1}))
+    with pytest.raises(ModelFileError, match=r"^\$\.joints: expected a list"):
+        load_model(path)

@@ -29,8 +29,8 @@ from ..xla import concrete
 from ..lie.ops import mtv
 from ..model import Model
 from .basic import GROUND, BasicConstraint, angle, dp2
-from .constraint_set import ConstraintSet
-from .joints import cylindrical, fixed, perpendicular_pair, prismatic, revolute, spherical, universal
+from .constraint_set import ConstraintSet, _flatten
+from .joints import cylindrical, fixed, joint_name, perpendicular_pair, prismatic, revolute, spherical, universal
 
 
 def _frame(model: Model, body: int) -> tuple[Float[Array, "3"], Float[Array, "3 3"]]:
@@ -148,6 +148,30 @@ def translation_driver_at(
     return dp2(body_i, local_vector(model, body_i, a / jnp.linalg.norm(a)), s_i, body_j, s_j, f=x, name=name)
 
 
+def _check_names(joints: list) -> None:
+    """Refuse a joint name given twice: the joints' rows, and their ``joint_reactions``, would
+    merge. Two entries clash when they hold rows of one name, or when both are joints (lists of
+    rows) of one name; a single row (a driver) may share its joint's name."""
+    rows: dict[str, int] = {}  # row name -> the entry of joints that holds it
+    groups: dict[str, int] = {}  # joint name -> the entry (a list of rows) that has it
+
+    def refuse(first, k, name, row=""):
+        which = f"joints[{k}] has two rows named {row!r}" if first == k else f"joints[{first}] and joints[{k}] are both named {name!r}"
+        raise ValueError(f"connect: {which}; give each joint a name of its own (the constraint rows and joint_reactions are named after them)")
+
+    for k, entry in enumerate(joints):
+        names = [n for n in (getattr(c, "name", "") for c in _flatten([entry])) if n]
+        for n in names:
+            if n in rows:
+                refuse(rows[n], k, joint_name(n), n)
+            rows[n] = k
+        if isinstance(entry, (list, tuple)):
+            for g in dict.fromkeys(map(joint_name, names)):
+                if g in groups:
+                    refuse(groups[g], k, g)
+                groups[g] = k
+
+
 def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool = True, redundant: str = "error") -> Model:
     """``model`` with the constraints ``joints`` (rows or lists of rows), assembled at ``t0``.
 
@@ -166,6 +190,8 @@ def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool =
 
     if model.constraints is not None:
         raise ValueError("connect: the model has constraints already; pass all joints in one call")
+    joints = list(joints)
+    _check_names(joints)
     model = eqx.tree_at(lambda m: m.constraints, model, ConstraintSet(joints, model.num_bodies), is_leaf=lambda x: x is None)
     traced = any(concrete(x) is None for x in (model.r0, model.R0, model.v0, model.omega0))
     return consistent_initial_state(model, t0, label="connect", redundant=redundant) if assemble and not traced else model

@@ -347,12 +347,14 @@ def load_model(
     joints_raw = data.get("joints", [])
     if not isinstance(bodies_raw, list) or not bodies_raw:
         raise ModelFileError("$.bodies: expected a non-empty list of bodies")
-    if not isinstance(cons_raw, list) or not isinstance(joints_raw, list):
-        raise ModelFileError("$.constraints and $.joints must be lists")
+    for key, value in (("constraints", cons_raw), ("joints", joints_raw)):
+        if not isinstance(value, list):
+            raise ModelFileError(f"$.{key}: expected a list of {key}, got {_show(value)}")
 
     ids: dict[Any, int] = {}
     names: list[str] = []
     paths: list[str] = []  # the JSON path of each body
+    ground = None  # the JSON path of the ground
     state = {"r": [], "r_dot": [], "A": [], "omega": []}
     file_mass, file_inertia = [], []
     for k, b in enumerate(bodies_raw):
@@ -362,10 +364,12 @@ def load_model(
         _known_keys(b, _BODY_KEYS, bp)
         name = _string(b, "name", bp)
         bid = _id(_get(b, "id", bp), f"{bp}.id")
-        if bid in ids or (name == "ground" and C.GROUND in ids.values()):
+        if name == "ground" and ground is not None:
+            raise ModelFileError(f"{bp}: a second ground body (the first is {ground}); the body named 'ground' is the fixed world frame, give it once")
+        if bid in ids:
             raise ModelFileError(f"{bp}.id: duplicate body id {bid!r}")
         if name == "ground":
-            ids[bid] = C.GROUND
+            ids[bid], ground = C.GROUND, bp
             continue
         if name in names:
             raise ModelFileError(f"{bp}.name: duplicate body name {name!r}")
@@ -398,7 +402,8 @@ def load_model(
     drivers = dict(drivers or {})
     angle_drivers = dict(angle_drivers or {})
     rows = []
-    seen = set()
+    seen: dict[str, str] = {}  # constraint name -> its JSON path
+    groups: dict[str, str] = {}  # joint name (difflie.constraints.joint_name) -> the JSON path of its first entry
     for k, c in enumerate(cons_raw):
         cp = f"$.constraints[{k}]"
         if not isinstance(c, dict):
@@ -408,8 +413,11 @@ def load_model(
         if not isinstance(kind, str) or kind not in VECTOR_FIELDS:
             raise ModelFileError(f"{cp}.type: expected one of {sorted(VECTOR_FIELDS)}, got {_show(kind)}")
         name = _string(c, "name", cp, default=f"{kind}_{k}")
-        seen.add(name)
-        bi, bj = _body(ids, c, "body_i", cp), _body(ids, c, "body_j", cp)
+        if name in seen:
+            raise ModelFileError(f"{cp}.name: duplicate constraint name {name!r} (also {seen[name]})")
+        seen[name] = cp
+        groups.setdefault(joint_name(name), cp)
+        bi, bj = _bodies(ids, names, c, cp, name)
         vecs = [_array(_get(c, key, cp), f"{cp}.{key}", (3,)) for key in VECTOR_FIELDS[kind]]
         if kind in ("angle", "dp1_swap"):
             theta = _expression(_get(c, "theta", cp), f"{cp}.theta")
@@ -429,10 +437,12 @@ def load_model(
         else:
             rows.append(builder(bi, vecs[0], bj, vecs[1], f=f, name=name))
     for k, j in enumerate(joints_raw):
-        rows.extend(_joint(ids, j, f"$.joints[{k}]"))
-    unknown = (set(drivers) | set(angle_drivers)) - seen
-    if unknown:
-        raise ValueError(f"load_model: drivers given for unknown constraints {sorted(unknown)}")
+        rows.extend(_joint(ids, names, j, f"$.joints[{k}]", groups))
+    for keyword, given in (("drivers", drivers), ("angle_drivers", angle_drivers)):
+        unknown = [n for n in given if n not in seen]
+        if unknown:
+            known = f"the file's constraints are {list(seen)}" if seen else "the file has no basic constraints ($.constraints)"
+            raise ValueError(f"load_model: {keyword}: no constraint named {', '.join(map(repr, unknown))}; {known}")
 
     g = data.get("gravity", [0.0, 0.0, -9.81]) if gravity is None else gravity
     g = _array(g, "$.gravity", (3,))
@@ -457,6 +467,16 @@ def _body(ids, entry, key, path) -> int:
     return ids[bid]
 
 
+def _bodies(ids, names, entry, path, name) -> tuple[int, int]:
+    """The indices of ``body_i`` and ``body_j`` of a constraint or joint: two different bodies."""
+    bi, bj = _body(ids, entry, "body_i", path), _body(ids, entry, "body_j", path)
+    if bi == bj:
+        body = "the ground" if bi == C.GROUND else f"body {names[bi]!r}"
+        label = f"{path} ({name!r})" if "name" in entry else path
+        raise ModelFileError(f"{label}: body_i and body_j are both {body} (id {entry['body_i']!r})")
+    return bi, bj
+
+
 def _make_angle(kind, bi, a, bj, b, c, theta, name):
     theta = theta if callable(theta) else C.Driver(lambda t, v: v + 0.0 * t, jnp.asarray(theta))
     return (C.angle if kind == "angle" else C.dp1_swap)(bi, a, bj, b, c, theta, name=name)
@@ -477,7 +497,7 @@ def _angle_from_dp1(name, bi, a_i, bj, a_j, spec):
     raise ValueError(f"load_model: angle_drivers[{name!r}] needs the alternate vector 'a_bar_i' or 'a_bar_j'")
 
 
-def _joint(ids, j, jp):
+def _joint(ids, names, j, jp, groups):
     if not isinstance(j, dict):
         raise ModelFileError(f"{jp}: expected an object")
     kind = _get(j, "type", jp)
@@ -485,12 +505,15 @@ def _joint(ids, j, jp):
         raise ModelFileError(f"{jp}.type: expected one of {sorted(_JOINT_FIELDS)}, got {_show(kind)}")
     extra = ("relative_rotation",) if kind == "fixed" else ()
     _known_keys(j, ("type", "name", "body_i", "body_j", *_JOINT_FIELDS[kind], *extra), jp)
-    bi, bj = _body(ids, j, "body_i", jp), _body(ids, j, "body_j", jp)
+    name = _string(j, "name", jp, default=f"{kind}_{jp}")
+    if name in groups:
+        raise ModelFileError(f"{jp}.name: duplicate joint name {name!r} (also {groups[name]})")
+    groups[name] = jp
+    bi, bj = _bodies(ids, names, j, jp, name)
     v = {key: _array(_get(j, key, jp), f"{jp}.{key}", (3,)) for key in _JOINT_FIELDS[kind]}
     for key in _JOINT_FIELDS[kind]:
         if not key.startswith("s_bar") and not np.linalg.norm(np.asarray(v[key])) > 0:
             raise ModelFileError(f"{jp}.{key}: a direction needs a nonzero length, got {_show(j[key])}")
-    name = _string(j, "name", jp, default=f"{kind}_{jp}")
     if kind == "spherical":
         return C.spherical(bi, v["s_bar_i"], bj, v["s_bar_j"], name)
     if kind in ("revolute", "cylindrical"):

@@ -16,6 +16,7 @@ import numpy as np
 from ..body import RigidBody
 from ..constraints import GROUND, ConstraintSet, revolute, spherical
 from ..model import Model
+from ._checks import check_counts, check_positive
 
 
 def _rods(poses: list[tuple[np.ndarray, np.ndarray]], mass: float, length: float, width: float, names):
@@ -46,6 +47,8 @@ def chain(n: int = 8, joint: str = "spherical", mass: float = 1.0, length: float
     spherical joints or on revolute joints about the world y axis (``joint="revolute"``)."""
     if joint not in ("spherical", "revolute"):
         raise ValueError(f"chain: joint must be 'spherical' or 'revolute', got {joint!r}")
+    check_counts("chain", n=n)
+    check_positive("chain", length=length, width=width)
     ex = np.array([1.0, 0.0, 0.0])
     poses = [((k + 0.5) * length * ex, ex) for k in range(n)]
     r0, R0, bodies = _rods(poses, mass, length, width, [f"link{k}" for k in range(n)])
@@ -65,8 +68,8 @@ def spider(n: int = 9, arms: int = 4, mass: float = 1.0, length: float = 1.0, wi
     """A tree: a hub rod (body 0) on a spherical joint to the ground at its centre's end, and
     ``arms`` chains of rods on spherical joints from the hub's far end, spread horizontally;
     the ``n - 1`` arm rods are shared out as evenly as possible."""
-    if n < 1 or arms < 1:
-        raise ValueError(f"spider: needs n >= 1 and arms >= 1, got n={n}, arms={arms}")
+    check_counts("spider", n=n, arms=arms)
+    check_positive("spider", length=length, width=width)
     ex = np.array([1.0, 0.0, 0.0])
     hub_end = length * ex
     poses, joints = [(0.5 * length * ex, ex)], spherical(GROUND, np.zeros(3), 0, -0.5 * length * ex, name="hub")
@@ -89,8 +92,8 @@ def ladder(loops: int = 3, mass: float = 1.0, length: float = 1.0, width: float 
     length``), each rail hanging from the ground at ``x = 0``, and a rung along y joining the
     rails' ends at each ``x = (k + 1) length``; all joints spherical. Every loop (two rail rods,
     a rung and the previous rung or the ground) is a spatial four-bar; ``3 loops`` bodies."""
-    if loops < 1:
-        raise ValueError(f"ladder: needs loops >= 1, got {loops}")
+    check_counts("ladder", loops=loops)
+    check_positive("ladder", length=length, width=width)
     ex, ey = np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0])
     half_x = np.array([0.5 * length, 0.0, 0.0])
     poses, names, joints = [], [], []

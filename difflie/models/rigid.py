@@ -12,6 +12,7 @@ from jaxtyping import ArrayLike
 from ..body import RigidBody
 from ..forces import CartesianSpringDamper, Wrench
 from ..model import Model
+from ._checks import check_finite, check_positive
 
 
 def _arr(x, dtype=None):
@@ -39,6 +40,7 @@ def heavy_top(
     R0 = jnp.eye(3, dtype=dtype) if R0 is None else _arr(R0, dtype)
     com = _arr(com, dtype)
     omega0 = _arr(omega0, dtype)
+    check_finite("heavy_top", omega0=omega0)  # before v0 = R0 (omega0 x com) turns it into NaN
     body = RigidBody(mass.astype(dtype), _arr(inertia, dtype), com, names=("top",))
     return Model(
         body,
@@ -107,6 +109,7 @@ def rotor(
     a torque about body z (``torque_in_body_frame=False`` applies it about world z);
     no gravity force. The monitored point of the paper is ``p1``.
     """
+    check_positive("rotor", length=length, radius=radius)
     mass = _arr(mass)
     dtype = jnp.result_type(mass, _arr(length), float)
     m, L, r, LL = mass.astype(dtype), _arr(length, dtype), _arr(radius, dtype), _arr(left_offset, dtype)

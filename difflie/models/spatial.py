@@ -17,6 +17,8 @@ from ..body import RigidBody
 from ..constraints import GROUND, ConstraintSet, prismatic, revolute, spherical, universal
 from ..forces import AbstractForce
 from ..model import Model
+from ..xla import concrete
+from ._checks import check_finite, check_positive
 
 
 def _arr(x, dtype=None):
@@ -53,6 +55,7 @@ def heavy_top_spherical(
     dtype = _dtype(mass, inertia)
     R0 = jnp.eye(3, dtype=dtype) if R0 is None else _arr(R0, dtype)
     com, omega0 = _arr(com, dtype), _arr(omega0, dtype)
+    check_finite("heavy_top_spherical", omega0=omega0)  # before v0 = R0 (omega0 x com) turns it into NaN
     body = RigidBody(_arr(mass, dtype), _arr(inertia, dtype), names=("top",))
     joint = spherical(0, -com, GROUND, jnp.zeros(3, dtype), name="pivot")
     return Model(
@@ -102,11 +105,16 @@ def spatial_slider_crank(
     (world) for the defaults. The slider inertia (Exudyn's choice) does not
     matter: it cannot rotate.
     """
+    check_positive("spatial_slider_crank", crank_length=crank_length, rod_length=rod_length)
     dtype = _dtype(crank_mass, rod_mass, slider_mass)
     A = _arr(crank_pivot, dtype)
     lc, L = _arr(crank_length, dtype), _arr(rod_length, dtype)
     ex, ez = jnp.eye(3, dtype=dtype)[0], jnp.eye(3, dtype=dtype)[2]
     B = A + lc * ez
+    reach, length = concrete(jnp.hypot(B[1], B[2])), concrete(L)  # the distance from B to the slider's line (the world x-axis)
+    if reach is not None and length is not None and not length > reach:
+        raise ValueError(f"spatial_slider_crank: rod_length {float(length)} cannot reach the slider's line (the world x-axis) from "
+                         f"the crank's end B: it must exceed {float(reach):.6g}")  # fmt: skip
     s0 = jnp.sqrt(L**2 - B[1] ** 2 - B[2] ** 2)
     C = s0 * ex
     # Rod frame: x along the rod, y along the universal joint's rod arm (perpendicular to x_world).
