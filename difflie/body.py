@@ -15,6 +15,7 @@ descent on it never leaves the physical set.
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -27,10 +28,57 @@ def _label(names: tuple[str, ...] | None, i: int) -> str:
     return f"body {names[i]!r} (index {i})" if names is not None else f"body {i}"
 
 
+def _numbers(x, what: str):
+    """``x`` as an array (``None`` stays), or a ``ValueError`` naming ``what`` where it is not
+    numbers (a string, a list of strings)."""
+    if x is None:
+        return None
+    try:
+        a = jnp.asarray(x)
+    except TypeError:
+        a = None
+    if a is None or not jnp.issubdtype(a.dtype, jnp.number):
+        raise ValueError(f"RigidBody: {what} must be numbers, got {x!r}")
+    return a
+
+
+def _tolerances(dtype) -> tuple[float, float]:
+    """Relative tolerances of the symmetry and triangle-inequality checks: 1e-10 and 1e-12 in
+    float64, the rounding of the dtype where it is coarser (float32)."""
+    eps = float(np.finfo(dtype).eps)
+    return max(1e-10, 1e3 * eps), max(1e-12, 64 * eps)
+
+
+def physical(mass: Float[Array, " nb"], inertia: Float[Array, "nb 3 3"]) -> Array:
+    """Whether each body is physical, in ``jnp`` (traced values too; ``simulate`` runs it once
+    at the start, where the model is traced): positive mass, inertia symmetric with a positive
+    determinant, and ``S = tr(J)/2 I - J`` positive semidefinite (all its principal minors
+    ``>= 0``; the triangle inequality, with positive definiteness). Its tolerances are looser
+    than ``check_bodies``' (a model that passes there passes here); no eigenvalue solve and no
+    derivative."""
+    m, J = jax.lax.stop_gradient(mass), jax.lax.stop_gradient(inertia)
+    sym_tol, tri_tol = _tolerances(J.dtype)
+    Jt = jnp.swapaxes(J, -1, -2)
+    tr = jnp.trace(J, axis1=-2, axis2=-1)
+    symmetric = jnp.max(jnp.abs(J - Jt), axis=(-2, -1)) <= sym_tol * jnp.max(jnp.abs(J), axis=(-2, -1))
+    S = 0.5 * tr[..., None, None] * jnp.eye(3, dtype=J.dtype) - 0.5 * (J + Jt)
+    s = jnp.diagonal(S, axis1=-2, axis2=-1)
+    pairs = jnp.stack([s[..., i] * s[..., j] - S[..., i, j] ** 2 for i, j in ((0, 1), (0, 2), (1, 2))], axis=-1)
+    semidefinite = (jnp.all(s >= -tri_tol * tr[..., None], axis=-1) & jnp.all(pairs >= -tri_tol * tr[..., None] ** 2, axis=-1)
+                    & (_det3(S) >= -tri_tol * tr**3))  # fmt: skip
+    return (m > 0) & symmetric & (_det3(0.5 * (J + Jt)) > 0) & semidefinite
+
+
+def _det3(A: Float[Array, "*b 3 3"]) -> Float[Array, "*b"]:
+    """Determinant of 3x3 matrices by cofactors (no LU factorisation)."""
+    return jnp.sum(A[..., 0, :] * jnp.cross(A[..., 1, :], A[..., 2, :]), axis=-1)
+
+
 def check_bodies(mass, inertia, com, names: tuple[str, ...] | None = None) -> None:
     """Raise ``ValueError`` naming the first body whose mass or inertia is not physical.
 
-    Traced values are not checked (they cannot be inspected).
+    Traced values are not checked (they cannot be inspected; ``physical`` checks them in the
+    program).
     """
     m, J, c = concrete(mass), concrete(inertia), concrete(com)
     if m is None or J is None or c is None:
@@ -42,23 +90,21 @@ def check_bodies(mass, inertia, com, names: tuple[str, ...] | None = None) -> No
         )
     if names is not None and len(names) != m.shape[0]:
         raise ValueError(f"RigidBody: {len(names)} names for {m.shape[0]} bodies")
-    for i in range(m.shape[0]):
-        label = _label(names, i)
-        if not np.all(np.isfinite(J[i])) or not np.isfinite(m[i]) or not np.all(np.isfinite(c[i])):
-            raise ValueError(f"{label}: mass, inertia and com must be finite")
-        if not m[i] > 0:
-            raise ValueError(f"{label}: mass must be positive, got {m[i]}")
-        scale = np.max(np.abs(J[i]))
-        if np.max(np.abs(J[i] - J[i].T)) > 1e-10 * max(scale, 1e-300):
-            raise ValueError(f"{label}: inertia is not symmetric: {J[i].tolist()}")
-        eig = np.linalg.eigvalsh(0.5 * (J[i] + J[i].T))
-        if not eig[0] > 0:
-            raise ValueError(f"{label}: inertia is not positive definite (eigenvalues {eig})")
-        if not eig[0] + eig[1] >= eig[2] * (1 - 1e-12):
-            raise ValueError(
-                f"{label}: principal moments {eig} violate the triangle inequality "
-                "J1 + J2 > J3"
-            )
+    sym_tol, tri_tol = _tolerances(J.dtype)
+    finite = np.isfinite(J).all(axis=(1, 2)) & np.isfinite(m) & np.isfinite(c).all(axis=1)
+    for i in np.flatnonzero(~finite)[:1]:
+        raise ValueError(f"{_label(names, i)}: mass, inertia and com must be finite")
+    for i in np.flatnonzero(~(m > 0))[:1]:
+        raise ValueError(f"{_label(names, i)}: mass must be positive, got {m[i]}")
+    scale = np.abs(J).max(axis=(1, 2))
+    asymmetric = np.abs(J - np.swapaxes(J, 1, 2)).max(axis=(1, 2)) > sym_tol * np.maximum(scale, 1e-300)
+    for i in np.flatnonzero(asymmetric)[:1]:
+        raise ValueError(f"{_label(names, i)}: inertia is not symmetric: {J[i].tolist()}")
+    eig = np.linalg.eigvalsh(0.5 * (J + np.swapaxes(J, 1, 2)))
+    for i in np.flatnonzero(~(eig[:, 0] > 0))[:1]:
+        raise ValueError(f"{_label(names, i)}: inertia is not positive definite (eigenvalues {eig[i]})")
+    for i in np.flatnonzero(~(eig[:, 0] + eig[:, 1] >= eig[:, 2] * (1 - tri_tol)))[:1]:
+        raise ValueError(f"{_label(names, i)}: principal moments {eig[i]} violate the triangle inequality J1 + J2 > J3")
 
 
 class RigidBody(eqx.Module):
@@ -66,13 +112,16 @@ class RigidBody(eqx.Module):
 
     ``mass`` (nb,), ``inertia`` (nb, 3, 3) about the COM in body axes, ``com`` (nb, 3) the COM
     in the body frame (offset from the body-frame origin). ``names`` is optional and only used
-    in error messages.
+    in error messages. ``validate=False`` admits bodies that are not physical (the four-link
+    mechanism's inertias in the public codes of Kissel, Taves & Negrut): neither ``RigidBody``,
+    ``Model`` nor ``simulate`` checks them.
     """
 
     mass: Float[Array, " nb"]
     inertia: Float[Array, "nb 3 3"]
     com: Float[Array, "nb 3"]
     names: tuple[str, ...] | None = eqx.field(static=True, default=None)
+    validate: bool = eqx.field(static=True, default=True)
 
     def __init__(
         self,
@@ -80,14 +129,19 @@ class RigidBody(eqx.Module):
         inertia: ArrayLike,
         com: ArrayLike | None = None,
         names: tuple[str, ...] | None = None,
+        validate: bool = True,
     ):
-        mass = jnp.asarray(mass)
+        mass, inertia, com = (_numbers(x, name) for x, name in ((mass, "mass"), (inertia, "inertia"), (com, "com")))
         if mass.ndim == 0:  # a single body
+            if inertia.shape != (3, 3):
+                raise ValueError(f"RigidBody: the inertia of one body must be 3x3, got shape {inertia.shape}"
+                                 + (" (principal moments: jnp.diag(moments))" if inertia.shape == (3,) else ""))  # fmt: skip
             mass = mass[None]
-            inertia = jnp.asarray(inertia)[None]
-            com = None if com is None else jnp.asarray(com)[None]
-        inertia = jnp.asarray(inertia)
+            inertia = inertia[None]
+            com = None if com is None else com[None]
         dtype = jnp.result_type(mass, inertia)
+        if jnp.issubdtype(dtype, jnp.complexfloating):
+            raise ValueError(f"RigidBody: masses and inertias must be real, got {jnp.dtype(dtype).name}")
         if not jnp.issubdtype(dtype, jnp.floating):  # integer masses: the default float
             dtype = jnp.result_type(dtype, float)
         if jnp.finfo(dtype).bits < 32:
@@ -95,9 +149,11 @@ class RigidBody(eqx.Module):
                              "solvers' tolerances and no linear algebra); use float32 or float64")  # fmt: skip
         self.mass = mass.astype(dtype)
         self.inertia = inertia.astype(dtype)
-        self.com = jnp.zeros(mass.shape + (3,), dtype) if com is None else jnp.asarray(com).astype(dtype)
+        self.com = jnp.zeros(mass.shape + (3,), dtype) if com is None else com.astype(dtype)
         self.names = None if names is None else tuple(names)
-        check_bodies(self.mass, self.inertia, self.com, self.names)
+        self.validate = bool(validate)
+        if self.validate:
+            check_bodies(self.mass, self.inertia, self.com, self.names)
 
     @property
     def num_bodies(self) -> int:

@@ -459,7 +459,7 @@ def with_bodies(model, bodies: RigidBody):
         return eqx.tree_at(lambda f: f.point, f, f.point + old[np.asarray(f.child)] - new[np.asarray(f.child)])
 
     forces = tuple(moved(f) for f in model.forces)
-    named = RigidBody(bodies.mass, bodies.inertia, bodies.com, names=model.bodies.names)
+    named = RigidBody(bodies.mass, bodies.inertia, bodies.com, names=model.bodies.names, validate=model.bodies.validate)
     return eqx.tree_at(lambda m: (m.bodies, m.r0, m.v0, m.forces), model, (named, r0, v0, forces))
 
 

@@ -17,12 +17,33 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .body import RigidBody
+from .body import RigidBody, check_bodies, physical
 from .xla import concrete
 from .forces import AbstractForce, gravity_forces
 from .lie import cross
 from .lie.ops import mv
 
+
+
+def _per_body(x, default, name: str, shape: tuple[int, ...], dtype) -> Array:
+    """``x`` (``default`` where ``None``) broadcast to ``shape``, or a ``ValueError`` naming
+    ``name``, the shape it needs and the one it has."""
+    try:
+        a = jnp.asarray(default if x is None else x)
+    except TypeError:
+        a = None
+    if a is None or not jnp.issubdtype(a.dtype, jnp.number) or jnp.issubdtype(a.dtype, jnp.complexfloating):
+        raise ValueError(f"Model: {name} must be real numbers, got {x!r}")
+    try:
+        return jnp.broadcast_to(a.astype(dtype), shape)
+    except (TypeError, ValueError):
+        one = f" (one per body) or {shape[1:]}" if len(shape) > 1 else ""
+        raise ValueError(f"Model: {name} must have shape {shape}{one}, got {a.shape}") from None
+
+
+def _rotation_tolerance(dtype) -> float:
+    """Largest ``|R^T R - I|`` of an initial rotation: 1e-6, or the dtype's rounding where coarser."""
+    return max(1e-6, 100 * float(np.finfo(dtype).eps))
 
 
 class Model(eqx.Module):
@@ -83,18 +104,15 @@ class Model(eqx.Module):
             raise ValueError(f"Model: bodies must be a RigidBody, got {type(bodies).__name__}")
         nb = bodies.num_bodies
         dtype = bodies.mass.dtype
-        as3 = lambda x, default: jnp.broadcast_to(  # noqa: E731
-            jnp.asarray(default if x is None else x, dtype=dtype), (nb, 3)
-        )
         self.bodies = bodies
-        self.r0 = as3(r0, 0.0)
-        self.R0 = jnp.broadcast_to(jnp.asarray(np.eye(3) if R0 is None else R0, dtype=dtype), (nb, 3, 3))
-        self.v0 = as3(v0, 0.0)
-        self.omega0 = as3(omega0, 0.0)
-        self.gravity = jnp.broadcast_to(jnp.asarray(gravity, dtype=dtype), (3,))
+        self.r0 = _per_body(r0, 0.0, "r0", (nb, 3), dtype)
+        self.R0 = _per_body(R0, np.eye(3), "R0", (nb, 3, 3), dtype)
+        self.v0 = _per_body(v0, 0.0, "v0", (nb, 3), dtype)
+        self.omega0 = _per_body(omega0, 0.0, "omega0", (nb, 3), dtype)
+        self.gravity = _per_body(gravity, 0.0, "gravity", (3,), dtype)
         self.forces = tuple(forces)
         self.constraints = constraints
-        self.ulvc_lengths = as3(ulvc_lengths, 1.0)
+        self.ulvc_lengths = _per_body(ulvc_lengths, 1.0, "ulvc_lengths", (nb, 3), dtype)
         if body_names is None:
             body_names = bodies.names if bodies.names is not None else tuple(f"body{i}" for i in range(nb))
         self.body_names = tuple(str(n) for n in body_names)
@@ -115,13 +133,7 @@ class Model(eqx.Module):
             if not callable(f):
                 raise ValueError(f"Model: force element {f!r} is not callable")
         self.check_finite()
-        R = concrete(self.R0)
-        if R is not None:
-            err = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-1, -2))
-            det = np.linalg.det(R)
-            for i in range(nb):
-                if not (err[i] < 1e-6 and det[i] > 0):
-                    raise ValueError(f"Model: R0 of body {self.body_names[i]!r} is not a rotation matrix")
+        self.check_physical()
         lengths = concrete(self.ulvc_lengths)
         if lengths is not None and not np.all(lengths > 0):
             raise ValueError("Model: ulvc_lengths must be positive")
@@ -144,6 +156,31 @@ class Model(eqx.Module):
             if x is not None and not np.all(np.isfinite(x)):
                 where = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
                 raise ValueError(f"Model: model{jax.tree_util.keystr(path)}{list(where) if where else ''} is not finite ({x[where]})")
+
+    def check_physical(self) -> None:
+        """Raise ``ValueError`` naming the first body whose mass or inertia is not physical
+        (``difflie.body.check_bodies``; not for bodies made with ``validate=False``) or whose
+        ``R0`` is not a rotation matrix, however they were set (``eqx.tree_at`` included).
+        Nothing is checked where the values are traced: ``is_physical`` checks them in the
+        program."""
+        if self.bodies.validate:
+            check_bodies(self.bodies.mass, self.bodies.inertia, self.bodies.com, self.body_names)
+        R = concrete(self.R0)
+        if R is not None:
+            err = np.abs(np.swapaxes(R, -1, -2) @ R - np.eye(3)).max(axis=(-1, -2))
+            det = np.linalg.det(R)
+            for i in np.flatnonzero(~((err < _rotation_tolerance(R.dtype)) & (det > 0)))[:1]:
+                raise ValueError(f"Model: R0 of body {self.body_names[i]!r} is not a rotation matrix (|R^T R - I| up to {err[i]:.2e}, "
+                                 f"det {det[i]:.6g})")  # fmt: skip
+
+    def is_physical(self) -> Array:
+        """Whether every body is physical and every ``R0`` a rotation matrix, as
+        ``check_physical`` asks, in ``jnp`` (traced values too); no derivative flows through it."""
+        R = jax.lax.stop_gradient(self.R0)
+        err = jnp.max(jnp.abs(jnp.swapaxes(R, -1, -2) @ R - jnp.eye(3, dtype=R.dtype)), axis=(-2, -1))
+        rotations = (err < _rotation_tolerance(R.dtype)) & (jnp.linalg.det(R) > 0)
+        bodies = jnp.all(physical(self.bodies.mass, self.bodies.inertia)) if self.bodies.validate else True
+        return bodies & jnp.all(rotations)
 
     @property
     def num_bodies(self) -> int:

@@ -19,6 +19,8 @@ class RESULTS(eqx.Enumeration):
     dt_underflow = "step size underflow (below dtmin, or too small to advance t)"
     max_steps_reached = "max_steps reached before t1"
     no_solution = "the implicit step has no solution at this step size"
+    nonphysical = "a body's mass or inertia is not physical, or an initial rotation is not a rotation matrix"
+    empty_interval = "t1 <= t0, or a first step dt <= 0"
 
 
 class BodyState(eqx.Module):

@@ -10,6 +10,7 @@ memory bounded by the number of checkpoints).
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -267,13 +268,19 @@ def _first_failure(old, new):
     return RESULTS.where(old == RESULTS.successful, new, old)
 
 
-def _finite_or_fail(y, result):
-    """``result``, or ``RESULTS.nonfinite`` where the state ``y`` holds a NaN or Inf (a
-    result that is already a failure keeps its reason). Run on the initial state only: each
-    solver checks what its own step computes, and a check of every state per step would cost
-    5-10 % of a small system's step (measured on the heavy top and the single pendulum)."""
+def _start_result(model, y, result, ordered):
+    """The result of step 0: ``result``, else ``RESULTS.nonfinite`` where the initial state
+    ``y`` holds a NaN or Inf, ``RESULTS.empty_interval`` where the times are not ``ordered``
+    (``t0 < t1``, a first step > 0), ``RESULTS.nonphysical`` where a body is not
+    (``Model.is_physical``). Eagerly ``simulate`` refuses all of these by name before running;
+    this catches them where they are traced. Run on the initial state only: each solver checks
+    what its own step computes, and a check of every state per step would cost 5-10 % of a
+    small system's step (measured on the heavy top and the single pendulum)."""
     finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(y) if eqx.is_inexact_array(leaf)]))
-    return RESULTS.where(finite | (result != RESULTS.successful), result, RESULTS.nonfinite)
+    physical = model.is_physical() if hasattr(model, "is_physical") else True
+    result = RESULTS.where(finite | (result != RESULTS.successful), result, RESULTS.nonfinite)
+    result = RESULTS.where(ordered | (result != RESULTS.successful), result, RESULTS.empty_interval)
+    return RESULTS.where(physical | (result != RESULTS.successful), result, RESULTS.nonphysical)
 
 
 # XLA:CPU runs a loop body about twice as slowly when its fused kernels read their step's slice
@@ -422,7 +429,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
         return carry, (solver.observe(model, y1) if save_every else None)
 
     n = fractions.shape[0] - 1
-    result0 = _finite_or_fail(y0, RESULTS.where(True, RESULTS.successful, RESULTS.successful))
+    result0 = _start_result(model, y0, RESULTS.where(True, RESULTS.successful, RESULTS.successful), t1 > t0)
     failure0 = _Failure.none(grid.dtype).record(RESULTS.successful, result0, 0, t0, None)
     init = (y0, state0, zero, zero, result0, failure0)
     xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
@@ -490,6 +497,20 @@ def memory_estimate(model, saveat: SaveAt, n_steps: int, adaptive: bool = False)
         n_saves += n_steps + 1
     grid = 0 if adaptive else (n_steps + 1) * (3 * item + 4 + 8)  # grid, its two slices, indices, host fractions
     return 2 * n_saves * per_state + grid
+
+
+def _check_resolution(t0: float | None, t1: float | None, dt: float | None, dtype) -> None:
+    """Refuse a step that the dtype's times cannot resolve: below 16 roundings of the largest
+    time (6.1e-5 s near t = 1000 s in float32), steps are off by more than 6 % (down to 0),
+    and the run covers another interval than asked."""
+    if None in (t0, t1, dt):
+        return
+    ulp = float(np.spacing(np.asarray(max(abs(t0), abs(t1)), dtype)))
+    if 0 < dt < 16 * ulp:
+        wider = " or use float64" if jnp.finfo(dtype).bits < 64 else ""
+        raise ValueError(f"simulate: dt = {dt:g} is below the resolution of {jnp.dtype(dtype).name} times near t = "
+                         f"{max(abs(t0), abs(t1)):g} ({ulp:.2g} s), which would distort every step; start the clock "
+                         f"nearer 0 (t0 = 0){wider}")  # fmt: skip
 
 
 def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]:
@@ -652,7 +673,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
 
     # A non-finite initial state or save time fails at once (the loop does not run).
     ok0 = True if save_ts is None else jnp.all(jnp.isfinite(save_ts))
-    result0 = _finite_or_fail(y0, RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite))
+    result0 = _start_result(model, y0, RESULTS.where(ok0, RESULTS.successful, RESULTS.nonfinite), (t1 > t0) & (dt0 > 0))
     failure0 = _Failure.none(dtype).record(RESULTS.successful, result0, 0, t0, None)
     init = _Carry(
         t0, y0, state0, jnp.asarray(dt0, dtype), jnp.ones(2, dtype), zero, zero, zero, zero, zero,
@@ -679,6 +700,16 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
         parts_t.append(final.t[None])
         parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, final.y)))
     return jnp.concatenate(parts_t), jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s), stats, result
+
+
+def _carrying_error(result, failed, tree):
+    """``tree`` times a 1 that raises ``result``'s error where ``failed`` (``eqx.error_if``).
+    The error must survive what only a derivative reads: ``jax.jit(jax.grad(loss))`` uses
+    no primal output, and an ``error_if`` on the outputs themselves would be dead code there
+    (its tangent passes through), the gradient then zero or NaN without a word. The factor's
+    derivative rule scales every tangent and cotangent by it, so computing them runs the check."""
+    one = result.error_if(jnp.ones((), jax.tree.leaves(tree)[0].dtype), failed)
+    return jax.tree.map(lambda a: a * one.astype(a.dtype) if eqx.is_inexact_array(a) else a, tree)
 
 
 # -- public --------------------------------------------------------------------------------------
@@ -763,11 +794,16 @@ def simulate(
     for name, x in (("t0", t0f), ("t1", t1f), ("dt", _concrete_float(dt))):
         if x is not None and not math.isfinite(x):
             raise ValueError(f"simulate: {name} must be finite, got {x}")
+    if isinstance(model, (str, bytes, os.PathLike)) or not any(eqx.is_inexact_array(x) for x in jax.tree.leaves(model)):
+        raise ValueError(f"simulate: model must be a difflie model (dl.load_model(path or name), dl.models.*, dl.Model), "
+                         f"got {type(model).__name__}")  # fmt: skip
     solver.check_model(model)
     if start is not None and not (isinstance(start, tuple) and len(start) == 2):
         raise ValueError(f"simulate: start must be the pair (y0, solver_state) that solver.init returns, got {type(start).__name__}")
     if hasattr(model, "check_finite"):
         model.check_finite()
+    if hasattr(model, "check_physical"):
+        model.check_physical()
     dtype = jnp.result_type(*(x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)))
     t0a, t1a, dta = (jnp.asarray(x, dtype) for x in (t0, t1, dt))
     if isinstance(stepsize_controller, (PIDController, ReducingStepSize)):
@@ -784,6 +820,7 @@ def simulate(
         )  # fmt: skip
     elif isinstance(stepsize_controller, ConstantStepSize):
         fractions, save_index = _fixed_grid(t0, t1, dt, n_steps, saveat.ts)
+        _check_resolution(t0f, t1f, None if n_steps is not None else _concrete_float(dt), dtype)
         n = fractions.shape[0] - 1
         chunk = max(2, math.isqrt(n)) if (checkpoint or progress is not None) and n > 16 else None
         save_every = saveat.steps or saveat.ts is not None
@@ -799,6 +836,6 @@ def simulate(
         if _concrete_float(failed) is not None:  # eager: one line naming step, time and reason
             if bool(failed):
                 raise SimulationError(_explained(Solution(ts, states, stats, result, model.body_names), model, t0f))
-        else:  # traced: every returned array carries the error (eqx.error_if)
-            ts, states = result.error_if((ts, states), failed)
+        else:  # traced: every returned array carries the error, derivatives included
+            ts, states = _carrying_error(result, failed, (ts, states))
     return Solution(ts, states, stats, result, model.body_names)

@@ -266,3 +266,76 @@ def test_reducing_step_size_gradient_matches_finite_differences():
     grad = jax.grad(lambda g: final_x(g)[0])(g0)
     fd = [(final_x(g0.at[i].add(1e-6))[0] - final_x(g0.at[i].add(-1e-6))[0]) / 2e-6 for i in range(3)]
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_a_failed_run_raises_under_jit_of_grad():
+    """``jax.jit(jax.grad(loss))`` reads no primal output of ``simulate``: the error must ride on
+    the derivatives, or a failed run gives a zero or NaN gradient without a word."""
+
+    def loss(g, throw=True):
+        model = eqx.tree_at(lambda m: m.gravity, dl.models.four_link(), g)
+        return dl.simulate(model, dl.BackwardEuler(), 0.0, 1.0, 0.5, throw=throw).position[-1].sum()
+
+    g = dl.models.four_link().gravity
+    quiet = jax.jit(jax.grad(lambda g: loss(g, throw=False)))(g)  # what the error used to hide
+    assert not bool(jnp.all(jnp.isfinite(quiet)) & jnp.any(quiet != 0))
+    for grad in (jax.jit(jax.grad(loss)), jax.jit(jax.jacfwd(loss))):
+        with pytest.raises(Exception, match="Newton iteration did not converge"):
+            jax.block_until_ready(grad(g))
+    good = jax.jit(jax.grad(lambda r0: _short_top(r0)[-1].sum()))(TOP.r0)  # a successful run: its gradient, unchanged
+    eager = jax.grad(lambda r0: _short_top(r0)[-1].sum())(TOP.r0)
+    np.testing.assert_array_equal(good, eager)
+
+
+def test_bodies_and_rotations_are_checked_however_they_were_set():
+    """``eqx.tree_at`` passes by the constructors' checks: ``simulate`` makes them again, by
+    name where the values are concrete, at step 0 where they are traced (``vmap``, ``jit``)."""
+    run = lambda m: dl.simulate(m, dl.RKMK4(), 0.0, 5e-3, 1e-3).position  # noqa: E731
+    bad = {
+        "mass must be positive": eqx.tree_at(lambda m: m.bodies.mass, TOP, jnp.array([-1.0])),
+        "inertia is not symmetric": eqx.tree_at(lambda m: m.bodies.inertia, TOP, TOP.bodies.inertia.at[0, 0, 1].add(0.1)),
+        "triangle inequality": eqx.tree_at(lambda m: m.bodies.inertia, TOP, jnp.diag(jnp.array([0.1, 0.1, 0.5]))[None]),
+        "R0 of body 'top' is not a rotation matrix": eqx.tree_at(lambda m: m.R0, TOP, 1.1 * TOP.R0),
+    }
+    for message, model in bad.items():
+        with pytest.raises(ValueError, match=message):
+            run(model)
+        with pytest.raises(Exception, match="not physical"):
+            jax.block_until_ready(jax.jit(run)(model))
+    masses = jnp.array([15.0, -15.0])
+    with pytest.raises(Exception, match="not physical"):
+        jax.block_until_ready(jax.jit(jax.vmap(lambda m: run(dl.models.heavy_top(mass=m))))(masses))
+    ok = jax.jit(jax.vmap(lambda m: run(dl.models.heavy_top(mass=m))))(jnp.abs(masses))
+    assert bool(jnp.all(jnp.isfinite(ok)))
+    four_link = dl.models.four_link()  # the public codes' inertias are not physical, and say so
+    assert not four_link.bodies.validate and bool(four_link.is_physical())
+
+
+def test_traced_times_out_of_order_fail_at_step_0():
+    run = jax.jit(lambda t1: dl.simulate(TOP, dl.RKMK4(), 0.0, t1, 1e-3, n_steps=5, throw=False))
+    assert run(-5e-3).result == dl.RESULTS.empty_interval and run(5e-3).result == dl.RESULTS.successful
+    adaptive = jax.jit(lambda dt: dl.simulate(TOP, dl.Dopri5(), 0.0, 5e-3, dt, stepsize_controller=PID, throw=False))
+    assert adaptive(-1e-3).result == dl.RESULTS.empty_interval
+
+
+def test_a_step_below_the_resolution_of_float32_times_is_refused():
+    box = dl.models.torque_free(mass=jnp.float32(1.0), inertia=jnp.diag(jnp.array([5.3, 1.2, 4.4], jnp.float32)))
+    assert box.bodies.mass.dtype == jnp.float32
+    with pytest.raises(ValueError, match=r"dt = 1e-06 is below the resolution of float32 times near t = 1000"):
+        dl.simulate(box, dl.RKMK4(), 1000.0, 1000.001, 1e-6)
+
+
+def test_bad_bodies_and_model_arrays_are_named():
+    b2 = dl.RigidBody(jnp.ones(2), jnp.stack([jnp.eye(3)] * 2))
+    cases = [
+        (lambda: dl.RigidBody("1.0", jnp.eye(3)), "mass must be numbers"),
+        (lambda: dl.RigidBody(1.0, jnp.array([1.0, 2.0, 2.5])), r"3x3, got shape \(3,\) \(principal moments: jnp.diag"),
+        (lambda: dl.RigidBody(jnp.array([1 + 1j]), jnp.eye(3)[None].astype(complex)), "must be real"),
+        (lambda: dl.Model(b2, r0=jnp.zeros((3, 3))), r"r0 must have shape \(2, 3\) \(one per body\) or \(3,\), got \(3, 3\)"),
+        (lambda: dl.Model(b2, gravity=[0.0, -9.81]), r"gravity must have shape \(3,\), got \(2,\)"),
+        (lambda: dl.Model(b2, R0=jnp.eye(2)), r"R0 must have shape \(2, 3, 3\)"),
+        (lambda: dl.simulate("heavy_top", dl.RKMK4(), 0.0, 0.01, 1e-3), "model must be a difflie model"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -41,10 +40,7 @@ def _bodies(mass, inertia, names, check: bool = True) -> RigidBody:
     mass = jnp.stack([jnp.asarray(m, float) for m in mass])
     inertia = jnp.stack([jnp.asarray(j) if np.ndim(j) == 2 else jnp.diag(jnp.asarray(j)) for j in inertia])
     inertia = inertia.astype(mass.dtype)
-    if check:
-        return RigidBody(mass, inertia, names=names)
-    placeholder = RigidBody(jnp.ones_like(mass), jnp.broadcast_to(jnp.eye(3, dtype=mass.dtype), inertia.shape), names=names)
-    return eqx.tree_at(lambda b: (b.mass, b.inertia), placeholder, (mass, inertia))
+    return RigidBody(mass, inertia, names=names, validate=check)
 
 
 def nearest_rotation(R) -> np.ndarray:
