@@ -74,10 +74,12 @@ def load(args):
         if key in table:
             raise CliError("--remove-redundant applies to model files (.json, .mdl, .urdf, MJCF .xml) only")
         given["redundant"] = "remove"
+    if args.settings and key not in table:
+        raise CliError("--set applies to built-in models only (see `python -m difflie list`)")
     if key in table:
         if given:
             raise CliError("--mass and --inertia apply to model files only")
-        return table[key]()
+        return builtin(table[key], key, by_name(args.settings or [], "--set"))
     if not os.path.exists(args.model):
         raise CliError(f"no model file or built-in model named {args.model!r} (see `python -m difflie list`)")
     try:
@@ -89,6 +91,18 @@ def load(args):
         if message == str(err):
             raise
         raise CliError(message) from None
+
+
+def builtin(fn, name: str, settings: dict[str, object]):
+    """The built-in model ``fn`` with the keyword arguments of ``--set``."""
+    known = [k for k, p in inspect.signature(fn).parameters.items() if p.kind == p.KEYWORD_ONLY or p.kind == p.POSITIONAL_OR_KEYWORD]
+    unknown = [k for k in settings if k not in known]
+    if unknown:
+        raise CliError(f"--set: {name} has no parameter {', '.join(map(repr, unknown))}; its parameters are {', '.join(known)}")
+    try:
+        return fn(**settings)
+    except (TypeError, ValueError) as err:
+        raise CliError(f"--set: {name}({', '.join(f'{k}={v!r}' for k, v in settings.items())}): {err}") from None
 
 
 ROBOT_OPTIONS = {"joint_positions": "--joint-positions", "joint_velocities": "--joint-velocities",
@@ -556,7 +570,7 @@ def accepting_solvers(model) -> list[str]:
 
 def first_sentence(doc: str) -> str:
     """The first sentence of a docstring's first paragraph, on one line."""
-    paragraph = " ".join(doc.split("\n\n")[0].split())
+    paragraph = " ".join(doc.split("\n\n")[0].split()).replace("``", "")  # docstring markup, not for a terminal
     end = re.search(r"\.(?=\s+[A-Z]|$)", paragraph)  # not "Fig. 1"
     return paragraph[: end.start() + 1] if end else paragraph
 
@@ -627,6 +641,8 @@ def _model_options(s: argparse.ArgumentParser) -> None:
     """The options that make the model: masses of the C1/C2 files, redundant rows, robots."""
     s.add_argument("--mass", type=float, help="mass of every body the model file gives none (the C1/C2 files)")
     s.add_argument("--inertia", type=inertia, help="inertia of every body the file gives none: J, or J1,J2,J3 (principal moments)")
+    s.add_argument("--set", dest="settings", type=model_settings, action="extend", metavar="NAME=VALUE[,...]",
+                   help="parameters of a built-in model (see `list`), e.g. `chain --set n=16,joint=spherical`")
     s.add_argument("--remove-redundant", dest="redundant", action="store_true",
                    help="remove constraint rows that depend on the others (a planar loop of revolute joints), "
                         "naming them, instead of refusing the model")
@@ -728,6 +744,20 @@ def joint_pairs(text: str, value: str) -> list[tuple[str, str]]:
     if not all(len(pair) == 2 and all(pair) for pair in pairs):
         raise argparse.ArgumentTypeError(f"expected NAME={value}[,NAME={value}...], got {text!r}")
     return pairs
+
+
+def model_settings(text: str) -> list[tuple[str, object]]:
+    """``--set``: ``NAME=VALUE,...``, each value an int, a float, true / false or a word."""
+
+    def value(v: str):
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return {"true": True, "false": False}.get(v.lower(), v)
+
+    return [(name, value(v)) for name, v in joint_pairs(text, "VALUE")]
 
 
 def joint_numbers(text: str) -> list[tuple[str, float]]:

@@ -43,7 +43,8 @@ def test_list(capsys):
         return next(line for line in lines[start:] if "solvers:" in line)
 
     crank, top = solvers_of("slider-crank"), solvers_of("heavy-top")
-    assert "Fig. 1; the file ``slider_crank.json``)." in " ".join(out.split())  # whole sentences, not cut at a line end
+    assert "Fig. 1; the file slider_crank.json)." in " ".join(out.split())  # whole sentences, not cut at a line end
+    assert "``" not in out  # docstring markup stays out of the terminal
     assert crank.split("solvers:")[1].split(", ") == [" gen-alpha", "backward-euler"]
     assert top.split("solvers:")[1].split(", ") == [" rkmk4", "dopri5", "gen-alpha", "backward-euler", "dqvi"]
 
@@ -318,6 +319,9 @@ def test_unreadable_model_files(tmp_path, capsys):
         (["--solver", "dopri5", "--t1", "5000", "--adaptive-chunk", "100000000", "--max-memory", "8G"],
          "the run needs at least 28.3 GiB"),
         (["--solver", "dopri5", "--adaptive-chunk", "0"], "--adaptive-chunk must be a positive number of steps"),
+        (["--set", "radius=3"], "--set: heavy-top has no parameter 'radius'; its parameters are mass, inertia, com"),
+        (["--set", "mass=-1"], "--set: heavy-top(mass=-1): body 'top' (index 0): mass must be positive, got -1"),
+        (["--set", "mass"], "expected NAME=VALUE[,NAME=VALUE...], got 'mass'"),
     ],
 )
 def test_hostile_options(argv_tail, message, capsys):
@@ -685,3 +689,12 @@ def test_implicit_solver_options_reach_the_solver():
     for argv, message in [(("--rho-inf", "1"), "expected a number in \\[0, 1\\)"), (("--max-iterations", "0"), "at least 1")]:
         proc = _cli("single-pendulum", *argv)
         assert proc.returncode == 2 and message.replace("\\", "") in proc.stderr, proc.stderr
+
+
+def test_built_in_model_parameters_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "chain.npz"
+    assert main(["simulate", "chain", "--set", "n=3,joint=revolute", "--t1", "0.01", "--out", str(out)]) == 0
+    assert dl.load_solution(out).position.shape[1] == 3
+    capsys.readouterr()
+    assert main(["simulate", str(write(tmp_path, "p.json", PENDULUM)), "--set", "n=3"]) == 2
+    assert "--set applies to built-in models only" in _err(capsys)

@@ -157,11 +157,9 @@ class AbstractRKMK(AbstractSolver):
 
     def check_model(self, model) -> None:
         if getattr(model, "constraints", None) is not None:
-            raise ValueError(
-                "explicit RKMK solvers take models without algebraic constraints; this model has "
-                "constraints (use an implicit solver, or write the body about its fixed point with "
-                "Model(fixed_origin=True))"
-            )
+            pinned = " or write the body about its fixed point with Model(fixed_origin=True)" if model.num_bodies == 1 else ""
+            raise ValueError(f"explicit RKMK solvers take models without algebraic constraints; this model has constraints "
+                             f"(use an implicit solver: GeneralizedAlpha(), BackwardEuler(){pinned})")  # fmt: skip
 
     # -- AbstractSolver ----------------------------------------------------------------------
 
