@@ -7,6 +7,8 @@ types, and none of them imports a solver to get them.
 from __future__ import annotations
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 
@@ -21,6 +23,17 @@ class RESULTS(eqx.Enumeration):
     no_solution = "the implicit step has no solution at this step size"
     nonphysical = "a body's mass or inertia is not physical, or an initial rotation is not a rotation matrix"
     empty_interval = "t1 <= t0, or a first step dt <= 0"
+
+
+def carrying_error(result, failed, tree):
+    """``tree`` times a 1 that raises ``result``'s error where ``failed`` (``eqx.error_if``).
+    The error must survive what only a derivative reads: ``jax.jit(jax.grad(loss))`` uses
+    no primal output, and an ``error_if`` on the outputs themselves would be dead code there
+    (its tangent passes through), the gradient then zero or NaN without a word. The factor's
+    derivative rule scales every tangent and cotangent by it, so computing them runs the check."""
+    dtype = next(a.dtype for a in jax.tree.leaves(tree) if eqx.is_inexact_array(a))
+    one = result.error_if(jnp.ones((), dtype), failed)
+    return jax.tree.map(lambda a: a * one.astype(a.dtype) if eqx.is_inexact_array(a) else a, tree)
 
 
 class BodyState(eqx.Module):

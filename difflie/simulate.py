@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -21,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from .results import RESULTS, BodyState
+from .results import RESULTS, BodyState, carrying_error
 from .solvers.base import AbstractSolver, StepStats
 from .xla import concrete, filter_jit
 
@@ -217,12 +218,15 @@ class Solution(eqx.Module):
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def _explained(sol: Solution, model, t0: float | None) -> str:
+def _explained(sol: Solution, model, t0: float | None, dt: float | None = None) -> str:
     """The failure message, with what a failed Newton iteration or a failure at the first step
     usually means: dependent constraint rows are named (``check_independent`` at the initial
     configuration)."""
     message = sol.failure_message()
-    if sol.result == RESULTS.newton_failed:
+    undefined = _undefined_rows(model, sol, dt) if sol.result == RESULTS.newton_failed and not math.isfinite(float(sol.stats.failure_residual)) else ""
+    if undefined:
+        message += f"; {undefined}"
+    elif sol.result == RESULTS.newton_failed:
         message += (" (a step too large for the motion, or a singular iteration matrix: the mechanism locks up "
                     "there, or its constraint rows are dependent)")  # fmt: skip
     if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
@@ -233,6 +237,52 @@ def _explained(sol: Solution, model, t0: float | None) -> str:
         except ValueError as err:
             message += f"; {err}"
     return message
+
+
+def _start_change(model, start: BodyState) -> Array:
+    """How far the solver's start (an implicit solver's consistent state) is from the model's
+    initial state: the largest COM displacement, the index of its body, and the largest change
+    of a velocity (world COM velocity, body angular velocity)."""
+    if not hasattr(model, "initial_state"):
+        return jnp.zeros(3)
+    (r, _, v, w), start = jax.lax.stop_gradient((model.initial_state(), start))  # a report: no derivative (|0|' is NaN)
+    moved = jnp.linalg.norm(start.position - r, axis=-1)
+    turned = jnp.max(jnp.abs(jnp.concatenate([start.velocity - v, start.angular_velocity - w], axis=-1)))
+    return jnp.stack([jnp.max(moved), jnp.argmax(moved).astype(moved.dtype), turned])
+
+
+def _warn_if_moved(model, change) -> None:
+    """Say it where the run started from another state than the model's (its constraints did
+    not hold), as ``load_model`` and ``connect`` say it when they make a state consistent."""
+    change = concrete(change)
+    r, _, v, w = [concrete(x) for x in model.initial_state()] if hasattr(model, "initial_state") else [None] * 4
+    if change is None or any(x is None for x in (r, v, w)):  # traced (jax.grad of an eager call): nothing to say
+        return
+    moved, body, turned = change.tolist()
+    eps = float(np.finfo(r.dtype).eps)
+    if moved > max(1e-6, 100 * eps * max(1.0, np.abs(r).max(initial=0.0))):
+        what = f"moved the COM of body {model.body_names[int(body)]!r} by {moved:.3e} m"
+    elif turned > max(1e-5, 100 * eps) * max(1.0, np.abs(v).max(initial=0.0), np.abs(w).max(initial=0.0)):  # rates as printed
+        what = f"changed its velocities by up to {turned:.3e}"
+    else:
+        return
+    warnings.warn(f"simulate: the initial state does not satisfy the constraints; the solver's consistent start {what} "
+                  "(difflie.io.consistent_initial_state(model) makes it consistent beforehand, saying what it changes)",
+                  stacklevel=3)  # fmt: skip
+
+
+def _undefined_rows(model, sol: Solution, dt: float | None) -> str:
+    """Where a failed step's Newton residual is NaN or Inf: the drivers undefined at its start or
+    end time, named; else what else it may be."""
+    t = float(sol.stats.failure_time)
+    constraints = getattr(model, "constraints", None)
+    for at in ((t, t + dt) if dt else (t,)) if constraints is not None else ():
+        bad = constraints.undefined_drivers(at)
+        if bad:
+            rows = ", ".join(map(repr, bad))
+            return f"the residual is not finite: the driver of {rows} is NaN or Inf at t = {at:.6g} s (outside its domain)"
+    return ("the residual is not finite: a force, driver or law of the model gives NaN or Inf there, or the motion "
+            "overflowed (a step too large for it)")
 
 
 def _concrete_float(x) -> float | None:
@@ -440,7 +490,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
     stats = Stats(steps, zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
     if saveat.steps:
         states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
-        return _after_failure(grid, states, jnp.arange(n + 1), steps, failed), stats, result
+        return _after_failure(grid, states, jnp.arange(n + 1), steps, failed), stats, result, _start_change(model, obs0)
     parts_t, parts_s, parts_k = [], [], []
     if saveat.t0:
         parts_t.append(t0[None])
@@ -456,7 +506,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
         parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, y1)))
         parts_k.append(jnp.full(1, n, jnp.int32))
     states = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s)
-    return _after_failure(jnp.concatenate(parts_t), states, jnp.concatenate(parts_k), steps, failed), stats, result
+    return _after_failure(jnp.concatenate(parts_t), states, jnp.concatenate(parts_k), steps, failed), stats, result, _start_change(model, obs0)
 
 
 def _after_failure(ts, states, index, steps, failed):
@@ -688,7 +738,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
     )
     stats = Stats(final.accepted, final.rejected, final.evals, final.newton, *_fields(failure))
     if saveat.steps:
-        return final.buf_t, final.buf_s, stats, result
+        return final.buf_t, final.buf_s, stats, result, _start_change(model, obs0)
     parts_t, parts_s = [], []
     if saveat.t0:
         parts_t.append(t0[None])
@@ -699,17 +749,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
     if saveat.t1:
         parts_t.append(final.t[None])
         parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, final.y)))
-    return jnp.concatenate(parts_t), jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s), stats, result
-
-
-def _carrying_error(result, failed, tree):
-    """``tree`` times a 1 that raises ``result``'s error where ``failed`` (``eqx.error_if``).
-    The error must survive what only a derivative reads: ``jax.jit(jax.grad(loss))`` uses
-    no primal output, and an ``error_if`` on the outputs themselves would be dead code there
-    (its tangent passes through), the gradient then zero or NaN without a word. The factor's
-    derivative rule scales every tangent and cotangent by it, so computing them runs the check."""
-    one = result.error_if(jnp.ones((), jax.tree.leaves(tree)[0].dtype), failed)
-    return jax.tree.map(lambda a: a * one.astype(a.dtype) if eqx.is_inexact_array(a) else a, tree)
+    return jnp.concatenate(parts_t), jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s), stats, result, _start_change(model, obs0)
 
 
 # -- public --------------------------------------------------------------------------------------
@@ -748,7 +788,10 @@ def simulate(
     (``equinox``'s runtime error with the reason; ``throw=False`` and
     ``Solution.failure_message`` give the step and time there). A NaN
     or Inf in the initial state, the times or ``SaveAt(ts)`` is refused before running where
-    they are concrete, and fails at step 0 where they are traced.
+    they are concrete, and fails at step 0 where they are traced; so are bodies that are not
+    physical, initial rotations that are not rotations, and ``t1 <= t0``. An implicit solver
+    starts from the consistent state nearest the model's (assembled, rates projected); eagerly,
+    ``simulate`` warns where that moved the bodies or changed their velocities.
     ``adjoint`` picks the differentiation mode of the adaptive loop: ``"checkpointed"`` (reverse
     mode with bounded memory; no forward mode) or ``"forward"`` (a plain bounded while loop:
     forward mode, ``jax.jvp``/``jax.jacfwd``, but no reverse mode). With ``throw=False`` a failed
@@ -814,7 +857,7 @@ def simulate(
         dt0 = _concrete_float(dt)
         if dt0 is not None and not dt0 > 0:
             raise ValueError(f"simulate: the initial step dt must be positive, got {dt0}")
-        ts, states, stats, result = _adaptive(
+        ts, states, stats, result, change = _adaptive(
             model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
             "checkpointed" if adjoint == "checkpointed" else "lax", progress, start,
         )  # fmt: skip
@@ -824,7 +867,7 @@ def simulate(
         n = fractions.shape[0] - 1
         chunk = max(2, math.isqrt(n)) if (checkpoint or progress is not None) and n > 16 else None
         save_every = saveat.steps or saveat.ts is not None
-        (ts, states), stats, result = _fixed(
+        (ts, states), stats, result, change = _fixed(
             model, solver, t0a, t1a, jnp.asarray(fractions, dtype),
             None if save_index is None else jnp.asarray(save_index), saveat, chunk, checkpoint, save_every,
             progress, start,
@@ -834,8 +877,9 @@ def simulate(
     if throw:
         failed = result != RESULTS.successful
         if _concrete_float(failed) is not None:  # eager: one line naming step, time and reason
+            _warn_if_moved(model, change)
             if bool(failed):
-                raise SimulationError(_explained(Solution(ts, states, stats, result, model.body_names), model, t0f))
+                raise SimulationError(_explained(Solution(ts, states, stats, result, model.body_names), model, t0f, _concrete_float(dt)))
         else:  # traced: every returned array carries the error, derivatives included
-            ts, states = _carrying_error(result, failed, (ts, states))
+            ts, states = carrying_error(result, failed, (ts, states))
     return Solution(ts, states, stats, result, model.body_names)

@@ -4,6 +4,8 @@ running where they are concrete and fail at step 0 where they are traced."""
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -339,3 +341,27 @@ def test_bad_bodies_and_model_arrays_are_named():
     for make, message in cases:
         with pytest.raises(ValueError, match=message):
             make()
+
+
+def test_a_driver_outside_its_domain_is_named():
+    from difflie.constraints import GROUND, connect, revolute_at, rotation_driver_at
+
+    free = dl.Model(dl.RigidBody(jnp.ones(1), jnp.eye(3)[None]), r0=jnp.array([[0.5, 0.0, 0.0]]))
+    theta = lambda t: jnp.sqrt(0.005 - t) - jnp.sqrt(0.005)  # noqa: E731 - undefined after t = 0.005 s
+    joints = [revolute_at(free, GROUND, 0, (0, 0, 0), (0, 0, 1), name="hinge"), rotation_driver_at(free, GROUND, 0, (0, 0, 1), theta, name="drive")]
+    with pytest.warns(UserWarning, match="initial velocities inconsistent"):
+        model = connect(free, joints)
+    with pytest.raises(dl.SimulationError, match=r"at step 5 .* the driver of 'drive' is NaN or Inf at t = 0.006 s \(outside its domain\)"):
+        dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.01, 1e-3)
+
+
+def test_a_start_that_moves_the_bodies_is_said():
+    pendulum = dl.models.double_pendulum()
+    for edit, message in ((lambda m: m.r0 + 0.3, "moved the COM of body 'rod1' by 4.495e-01 m"),
+                          (lambda m: m.v0 + 3.0, "changed its velocities by up to 3.000e\\+00")):  # fmt: skip
+        field = (lambda m: m.r0) if "COM" in message else (lambda m: m.v0)
+        with pytest.warns(UserWarning, match=f"simulate: the initial state does not satisfy the constraints; .*{message}"):
+            dl.simulate(eqx.tree_at(field, pendulum, edit(pendulum)), dl.GeneralizedAlpha(), 0.0, 5e-3, 1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a consistent model starts where it is, without a word
+        dl.simulate(pendulum, dl.GeneralizedAlpha(), 0.0, 5e-3, 1e-3)

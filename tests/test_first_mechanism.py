@@ -349,3 +349,18 @@ def test_repr_prints_values():
     seen = []
     jax.jit(lambda g: seen.append(repr(g)) or g)(dl.SO3.identity())
     assert "[3,3]" in seen[0]  # traced: shapes
+
+
+def test_joint_builders_name_a_bad_point_or_axis():
+    from difflie.constraints import GROUND, prismatic_at, revolute_at, universal_at
+
+    free = dl.Model(dl.RigidBody(jnp.ones(1), jnp.eye(3)[None]), r0=jnp.array([[0.0, 0.5, 0.0]]))
+    cases = [
+        (lambda: revolute_at(free, GROUND, 0, (0, 0, 0), (0, 0, 0), name="j"), r"revolute_at 'j': axis needs a nonzero length"),
+        (lambda: revolute_at(free, GROUND, 0, (0, jnp.nan, 0), (1, 0, 0)), r"revolute_at: point must be three finite numbers"),
+        (lambda: prismatic_at(free, GROUND, 0, (0, 0), (1, 0, 0), name="s"), r"prismatic_at 's': point must be three finite numbers"),
+        (lambda: universal_at(free, GROUND, 0, (0, 0, 0), (1, 0, 0), (0, 0, 0), name="u"), r"universal_at 'u': axis_j needs a nonzero"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()

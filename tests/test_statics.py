@@ -161,3 +161,21 @@ def test_panda_on_a_pd_controller_balances_pinocchio_gravity():
     expected = np.sort(np.real(np.linalg.eigvals(np.linalg.solve(M, K))))
     found = dl.modes(model, dl.equilibrium(model)).omega_squared
     np.testing.assert_allclose(found, expected, rtol=1e-6)
+
+
+def test_equilibrium_refuses_bad_input_and_fails_loudly_under_jit_of_grad():
+    crank = dl.models.slider_crank()
+    with pytest.raises(ValueError, match="equilibrium: t must be a finite time, got nan"):
+        dl.equilibrium(crank, t=float("nan"))
+    top = dl.models.heavy_top()
+    with pytest.raises(ValueError, match="mass must be positive"):
+        dl.equilibrium(eqx.tree_at(lambda m: m.bodies.mass, top, -top.bodies.mass))
+
+    def height(g, iterations):  # two iterations do not reach the pendulum's rest: a failure only the gradient reads
+        model = eqx.tree_at(lambda m: m.gravity, dl.models.double_pendulum(), g)
+        return dl.equilibrium(model, max_iterations=iterations).state.position[-1].sum()
+
+    g = dl.models.double_pendulum().gravity
+    assert bool(jnp.all(jnp.isfinite(jax.jit(jax.grad(lambda g: height(g, 200)))(g))))
+    with pytest.raises(Exception, match="Newton iteration did not converge"):
+        jax.block_until_ready(jax.jit(jax.grad(lambda g: height(g, 2)))(g))

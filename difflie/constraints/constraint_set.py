@@ -114,6 +114,11 @@ class ConstraintSet(eqx.Module):
         angles = (k for k, theta in zip(self.angle_rows, self.thetas) if not isinstance(theta, _Const))
         return tuple(sorted((*self.driver_rows, *angles)))
 
+    def undefined_drivers(self, t: float) -> tuple[str, ...]:
+        """The driven rows whose function of time is NaN or Inf at ``t`` (concrete; a driver
+        outside its domain): what a Newton residual that is not finite may come from."""
+        return tuple(self.names[k] for k in self.driven_rows if not np.all(np.isfinite(np.asarray(self._basic(k).f(t)))))
+
     @property
     def driven(self) -> bool:
         """Whether a row depends on time: a driver, or a joint angle given as a function."""

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from ..xla import concrete
@@ -62,8 +63,21 @@ def _both(model, body_i, body_j, point):
     return local_point(model, body_i, point), local_point(model, body_j, point)
 
 
+def _given(where: str, name: str, **values: ArrayLike) -> None:
+    """The world points and axes (``axis...``) given to the joint builder ``where``, checked
+    where they are concrete: three finite numbers each, an axis of nonzero length."""
+    label = f"{where} {name!r}" if name else where
+    for what, x in values.items():
+        a = concrete(x)
+        if a is not None and (a.shape != (3,) or a.dtype.kind not in "biuf" or not np.all(np.isfinite(a))):
+            raise ValueError(f"{label}: {what} must be three finite numbers (world coordinates), got {a.tolist()}")
+        if a is not None and what.startswith("axis") and not np.linalg.norm(a) > 0:
+            raise ValueError(f"{label}: {what} needs a nonzero length, got {a.tolist()}")
+
+
 def spherical_at(model: Model, body_i: int, body_j: int, point: ArrayLike, name: str = "") -> list[BasicConstraint]:
     """Ball joint at the world point ``point`` (3 rows)."""
+    _given("spherical_at", name, point=point)
     s_i, s_j = _both(model, body_i, body_j, point)
     return spherical(body_i, s_i, body_j, s_j, name)
 
@@ -72,6 +86,7 @@ def revolute_at(
     model: Model, body_i: int, body_j: int, point: ArrayLike, axis: ArrayLike, name: str = ""
 ) -> list[BasicConstraint]:
     """Hinge through the world point ``point`` about the world direction ``axis`` (5 rows)."""
+    _given("revolute_at", name, point=point, axis=axis)
     s_i, s_j = _both(model, body_i, body_j, point)
     a_i, a_j = local_vector(model, body_i, axis), local_vector(model, body_j, axis)
     return revolute(body_i, s_i, a_i, body_j, s_j, a_j, name)
@@ -81,6 +96,7 @@ def cylindrical_at(
     model: Model, body_i: int, body_j: int, point: ArrayLike, axis: ArrayLike, name: str = ""
 ) -> list[BasicConstraint]:
     """Slide along and turn about the world line through ``point`` along ``axis`` (4 rows)."""
+    _given("cylindrical_at", name, point=point, axis=axis)
     s_i, s_j = _both(model, body_i, body_j, point)
     a_i, a_j = local_vector(model, body_i, axis), local_vector(model, body_j, axis)
     return cylindrical(body_i, s_i, a_i, body_j, s_j, a_j, name)
@@ -94,6 +110,7 @@ def prismatic_at(
     The spin is locked by two world directions ``u``, ``w`` perpendicular to the axis and to
     each other, ``u`` on body i and ``w`` on body j (a DP1 row ``u . w = 0``).
     """
+    _given("prismatic_at", name, point=point, axis=axis)
     s_i, s_j = _both(model, body_i, body_j, point)
     a_i, a_j = local_vector(model, body_i, axis), local_vector(model, body_j, axis)
     u, w = perpendicular_pair(jnp.asarray(axis, model.r0.dtype))
@@ -105,6 +122,7 @@ def universal_at(
 ) -> list[BasicConstraint]:
     """Cardan joint at ``point``: body i turns about the world direction ``axis_i``, body j about
     ``axis_j`` (perpendicular to ``axis_i``), both fixed to the cross (4 rows)."""
+    _given("universal_at", name, point=point, axis_i=axis_i, axis_j=axis_j)
     a_i = jnp.asarray(axis_i, model.r0.dtype)
     a_j = jnp.asarray(axis_j, model.r0.dtype)
     cosine = concrete(jnp.abs(a_i @ a_j) / (jnp.linalg.norm(a_i) * jnp.linalg.norm(a_j)))
@@ -117,6 +135,7 @@ def universal_at(
 def fixed_at(model: Model, body_i: int, body_j: int, point: ArrayLike, name: str = "") -> list[BasicConstraint]:
     """Weld body j to body i at ``point``, keeping their initial relative rotation ``R_i^T R_j``
     (6 rows)."""
+    _given("fixed_at", name, point=point)
     s_i, s_j = _both(model, body_i, body_j, point)
     (_, R_i), (_, R_j) = _frame(model, body_i), _frame(model, body_j)
     return fixed(body_i, s_i, body_j, s_j, R_i.T @ R_j, name)
@@ -130,6 +149,7 @@ def rotation_driver_at(model: Model, body_i: int, body_j: int, axis: ArrayLike, 
     ``u``, ``u x n`` on body j: ``u_i . u_j = cos theta`` and ``u_i . (u x n)_j = sin theta``
     for a right-handed turn by ``theta`` about ``n``.
     """
+    _given("rotation_driver_at", name, axis=axis)
     n = jnp.asarray(axis, model.r0.dtype)
     n = n / jnp.linalg.norm(n)
     u, _ = perpendicular_pair(n)
@@ -143,6 +163,7 @@ def translation_driver_at(
     """Move body j relative to body i along the world ``axis`` (fixed in body i) by ``x(t)``
     from the initial configuration: the DP2 row ``a_i . (Q_j - P_i) = x(t)`` with ``P_i`` and
     ``Q_j`` the two bodies' copies of ``point`` (1 row, add it to a prismatic)."""
+    _given("translation_driver_at", name, point=point, axis=axis)
     a = jnp.asarray(axis, model.r0.dtype)
     s_i, s_j = _both(model, body_i, body_j, point)
     return dp2(body_i, local_vector(model, body_i, a / jnp.linalg.norm(a)), s_i, body_j, s_j, f=x, name=name)

@@ -32,7 +32,8 @@ from jaxtyping import Array, Float, Int
 from .. import dae
 from ..constraints.formulations import get_formulation
 from ..numerics.newton import Newton, implicit_derivatives, newton_iterate, no_grad
-from ..results import RESULTS, BodyState
+from ..results import RESULTS, BodyState, carrying_error
+from ..xla import concrete
 from .generalized_alpha import GeneralizedAlpha, _compose, _constraint, _dynamics, _mass_times, _split
 
 
@@ -72,6 +73,12 @@ def equilibrium(
     the model's parameters: stiffnesses, masses, loads)."""
     if not (isinstance(max_iterations, int) and max_iterations >= 1):
         raise ValueError(f"equilibrium: max_iterations must be an int >= 1, got {max_iterations!r}")
+    t_given = concrete(t)
+    if t_given is not None and not (t_given.shape == () and np.isfinite(t_given)):
+        raise ValueError(f"equilibrium: t must be a finite time, got {t_given.tolist()}")
+    if hasattr(model, "check_finite"):
+        model.check_finite()
+        model.check_physical()
     # Full Newton (a fresh matrix every iteration), so the step's structure is that of full Newton.
     alpha = GeneralizedAlpha(newton="full", rtol=rtol, atol=atol, ctol=ctol, block_size=block_size)
     form = get_formulation("rA")
@@ -131,10 +138,10 @@ def equilibrium(
     if throw:
         failed = ~out.converged
         try:
-            concrete = bool(failed)
-        except jax.errors.ConcretizationTypeError:
-            return eqx.tree_at(lambda e: e.state, found, result.error_if(state, failed))
-        if concrete:
+            known = bool(failed)
+        except jax.errors.ConcretizationTypeError:  # traced: the state carries the error, derivatives included
+            return eqx.tree_at(lambda e: e.state, found, carrying_error(result, failed, state))
+        if known:
             raise ValueError(
                 f"equilibrium: Newton did not converge in {int(out.iterations)} iterations (largest residual "
                 f"{float(res):.3e}): no equilibrium near the start, a mechanism free to move without a force "
