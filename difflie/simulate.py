@@ -229,6 +229,8 @@ def _explained(sol: Solution, model, t0: float | None, dt: float | None = None) 
     elif sol.result == RESULTS.newton_failed:
         message += (" (a step too large for the motion, or a singular iteration matrix: the mechanism locks up "
                     "there, or its constraint rows are dependent)")  # fmt: skip
+    elif sol.result == RESULTS.nonfinite:
+        message += " (a force, driver or law of the model that gives NaN or Inf there, or a motion too fast for the step)"
     if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
         from .io.model_file import check_independent
 

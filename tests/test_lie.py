@@ -381,3 +381,12 @@ def test_eager_calls_run_as_one_program(G):
         traced = jax.jit(lambda: call())()
         for a, b in zip(jax.tree_util.tree_leaves(value), jax.tree_util.tree_leaves(traced)):
             np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("group", [SO3, UnitQuaternion, SE3, SO3xR3, UnitDualQuaternion])
+def test_a_tangent_of_the_wrong_size_is_named(group):
+    wrong = jnp.ones(group.tangent_dim - 1)
+    for name in ("exp", "dexp", "dexpinv"):
+        with pytest.raises(ValueError, match=rf"{group.__name__}\.{name}: expected tangent vectors of shape \(\.\.\., {group.tangent_dim}\)"):
+            getattr(group, name)(wrong)
+    assert jax.vmap(group.dexp)(jnp.zeros((2, group.tangent_dim))).shape == (2, group.tangent_dim, group.tangent_dim)

@@ -22,6 +22,24 @@ G = TypeVar("G", bound="AbstractLieGroup")
 _EAGER = ("exp", "log", "compose", "inverse", "act", "adjoint", "dexp", "dexpinv", "ad", "as_matrix", "as_quaternion")
 
 
+def _tangents(fun, cls, name: str, position: int):
+    """``fun`` (``exp``, ``dexp``, ``dexpinv``, ``ad`` of the group ``cls``: its argument at
+    ``position`` is a tangent vector) with the tangent's last axis checked, naming the map; other
+    maps as they are."""
+    dim = getattr(cls, "tangent_dim", None)
+    if name not in ("exp", "dexp", "dexpinv", "ad") or dim is None:
+        return fun
+
+    @functools.wraps(fun)
+    def checked(*args):
+        shape = jnp.shape(args[position])
+        if not shape or shape[-1] != dim:
+            raise ValueError(f"{cls.__name__}.{name}: expected tangent vectors of shape (..., {dim}), got shape {shape}")
+        return fun(*args)
+
+    return checked
+
+
 class _EagerMethod:
     """A method that runs as one compiled program when called outside a trace
     (``difflie.xla.eager``). A descriptor that binds with ``functools.partial``: equinox turns a
@@ -54,9 +72,9 @@ class AbstractLieGroup(eqx.Module):
         for name in _EAGER:
             member = cls.__dict__.get(name)
             if isinstance(member, classmethod):  # the class is a static argument
-                setattr(cls, name, classmethod(eager(member.__func__, static_argnums=(0,))))
+                setattr(cls, name, classmethod(_tangents(eager(member.__func__, static_argnums=(0,)), cls, name, 1)))
             elif isinstance(member, staticmethod):
-                setattr(cls, name, staticmethod(eager(member.__func__, static_argnums=())))
+                setattr(cls, name, staticmethod(_tangents(eager(member.__func__, static_argnums=()), cls, name, 0)))
             elif callable(member) and not getattr(member, "__isabstractmethod__", False):
                 setattr(cls, name, _EagerMethod(member))
 
