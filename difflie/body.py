@@ -54,8 +54,8 @@ def physical(mass: Float[Array, " nb"], inertia: Float[Array, "nb 3 3"]) -> Arra
     at the start, where the model is traced): positive mass, inertia symmetric with a positive
     determinant, and ``S = tr(J)/2 I - J`` positive semidefinite (all its principal minors
     ``>= 0``; the triangle inequality, with positive definiteness). Its tolerances are looser
-    than ``check_bodies``' (a model that passes there passes here); no eigenvalue solve and no
-    derivative."""
+    than ``check_bodies``' (a model that passes there passes here, but for rounding at the very
+    edge of positive definiteness); no eigenvalue solve and no derivative."""
     m, J = jax.lax.stop_gradient(mass), jax.lax.stop_gradient(inertia)
     sym_tol, tri_tol = _tolerances(J.dtype)
     Jt = jnp.swapaxes(J, -1, -2)
