@@ -176,20 +176,23 @@ def constraint_residuals(sol, model, ax=None):
     """Largest position-level constraint residual against time (log scale).
 
     Rows of points are in metres, rows of directions dimensionless. Values below the rounding
-    level ``eps`` of the dtype are drawn at ``eps``, which is the bottom of the axis.
+    level ``eps`` of the dtype are drawn at ``eps``, which is the bottom of the axis; where all
+    of them are (rows held exactly: a pinned point of an explicit solver) the axes say so
+    instead of drawing a line there.
     """
     ax = _axes(ax, (7, 4))
     keep = _valid(sol)
     ts = np.asarray(sol.ts)[keep]
     res = np.asarray(diagnostics.constraint_residual(model, sol.ts[keep], _take(sol.states, keep)))
     floor = float(np.finfo(res.dtype).eps)
-    ax.semilogy(ts, np.maximum(res, floor))
-    ax.set_ylim(bottom=0.5 * floor, top=max(10 * float(np.max(res, initial=0.0)), 10 * floor))
+    if np.all(res < floor):
+        ax.text(0.5, 0.5, f"|Phi| < eps = {floor:.1e} throughout", transform=ax.transAxes, ha="center", va="center")
+    else:
+        ax.semilogy(ts, np.maximum(res, floor))
+        ax.set_ylim(bottom=0.5 * floor, top=max(10 * float(np.max(res, initial=0.0)), 10 * floor))
     ax.set_xlabel("t [s]")
     ax.set_ylabel("max |Phi| [m or 1]")
     ax.grid(alpha=0.3, which="both")
-    if np.all(res < floor):  # held exactly (a pinned point of an explicit solver): say so, not a line at eps
-        ax.text(0.5, 0.5, f"|Phi| < eps = {floor:.1e} throughout", transform=ax.transAxes, ha="center", va="center")
     return ax
 
 

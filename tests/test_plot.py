@@ -70,8 +70,12 @@ def test_figures_have_units_and_legends_outside(top, tmp_path):
 
 
 def test_residual_axis_stops_at_rounding_level(top):
-    ax = plot.constraint_residuals(top.sol, top.model)  # the pinned tip: residuals of exactly 0 occur
-    assert np.finfo(np.float64).eps / 4 < ax.get_ylim()[0] < np.finfo(np.float64).eps
+    ax = plot.constraint_residuals(top.sol, top.model)  # the pinned tip: held exactly, said rather than drawn at eps
+    assert not ax.lines and ax.texts[0].get_text().startswith("|Phi| < eps")
+    model = dl.models.double_pendulum()
+    sol = dl.simulate(model, dl.GeneralizedAlpha(), 0.0, 0.05, 1e-2, saveat=dl.SaveAt(steps=True))
+    ax = plot.constraint_residuals(sol, model)  # the start's residual below eps, the steps' above
+    assert ax.lines and np.finfo(np.float64).eps / 4 < ax.get_ylim()[0] < np.finfo(np.float64).eps
 
 
 def test_driver_work_is_drawn_apart_from_the_drift(top):
