@@ -231,6 +231,7 @@ def _explained(sol: Solution, model, t0: float | None, dt: float | None = None) 
                     "there, or its constraint rows are dependent)")  # fmt: skip
     elif sol.result == RESULTS.nonfinite:
         message += " (a force, driver or law of the model that gives NaN or Inf there, or a motion too fast for the step)"
+        message += _fastest_before(sol)
     if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
         from .io.model_file import check_independent
 
@@ -239,6 +240,19 @@ def _explained(sol: Solution, model, t0: float | None, dt: float | None = None) 
         except ValueError as err:
             message += f"; {err}"
     return message
+
+
+def _fastest_before(sol: Solution) -> str:
+    """Where a run turned non-finite: the bodies that turned and moved fastest at the last save
+    before it (what blows up first, as a rule); ``""`` without such a save."""
+    w, v = (np.abs(np.asarray(x)).max(axis=-1) for x in (sol.states.angular_velocity, sol.states.velocity))  # no overflow
+    good = np.flatnonzero(np.isfinite(np.asarray(sol.ts)) & np.isfinite(w).all(axis=-1) & np.isfinite(v).all(axis=-1))
+    if not good.size or not w.shape[-1]:
+        return ""
+    k = good[-1]
+    i, j = int(np.argmax(w[k])), int(np.argmax(v[k]))
+    moved = f", body {sol.body_names[j]!r} moved fastest ({v[k, j]:.3g} m/s)" if v[k, j] > 0 else ""
+    return f"; at the last save before it (t = {float(sol.ts[k]):.6g} s) body {sol.body_names[i]!r} turned fastest (a component of {w[k, i]:.3g} rad/s){moved}"
 
 
 def _start_change(model, start: BodyState) -> Array:

@@ -365,3 +365,10 @@ def test_a_start_that_moves_the_bodies_is_said():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a consistent model starts where it is, without a word
         dl.simulate(pendulum, dl.GeneralizedAlpha(), 0.0, 5e-3, 1e-3)
+
+
+def test_a_run_that_blows_up_names_the_fastest_bodies():
+    bodies = dl.RigidBody(jnp.ones(2), jnp.stack([jnp.diag(jnp.array([1.0, 2.0, 3.0]))] * 2), names=("calm", "wild"))
+    model = dl.Model(bodies, r0=jnp.array([[0.0, 0, 0], [1.0, 0, 0]]), omega0=jnp.array([[0.0, 0, 1], [1e200, 2e200, 1e200]]), gravity=(0, 0, 0))
+    with pytest.raises(dl.SimulationError, match=r"at step 0 .*at the last save before it \(t = 0 s\) body 'wild' turned fastest \(a component of 2e\+200"):
+        dl.simulate(model, dl.RKMK4(), 0.0, 0.05, 1e-2, saveat=dl.SaveAt(steps=True))
