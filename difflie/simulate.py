@@ -257,28 +257,30 @@ def _fastest_before(sol: Solution) -> str:
 
 def _start_change(model, start: BodyState) -> Array:
     """How far the solver's start (an implicit solver's consistent state) is from the model's
-    initial state: the largest COM displacement, the index of its body, and the largest change
-    of a velocity (world COM velocity, body angular velocity)."""
+    initial state: the largest COM displacement, the index of its body, the largest change of a
+    velocity (world COM velocity, body angular velocity), and the scales they are judged
+    against (the largest COM coordinate, the largest velocity)."""
     if not hasattr(model, "initial_state"):
-        return jnp.zeros(3)
+        return jnp.zeros(5)
     (r, _, v, w), start = jax.lax.stop_gradient((model.initial_state(), start))  # a report: no derivative (|0|' is NaN)
     moved = jnp.linalg.norm(start.position - r, axis=-1)
     turned = jnp.max(jnp.abs(jnp.concatenate([start.velocity - v, start.angular_velocity - w], axis=-1)))
-    return jnp.stack([jnp.max(moved), jnp.argmax(moved).astype(moved.dtype), turned])
+    rates = jnp.concatenate([v, w], axis=-1)
+    return jnp.stack([jnp.max(moved), jnp.argmax(moved).astype(moved.dtype), turned, jnp.max(jnp.abs(r), initial=0.0),
+                      jnp.max(jnp.abs(rates), initial=0.0)])  # fmt: skip
 
 
 def _warn_if_moved(model, change) -> None:
     """Say it where the run started from another state than the model's (its constraints did
     not hold), as ``load_model`` and ``connect`` say it when they make a state consistent."""
     change = concrete(change)
-    r, _, v, w = [concrete(x) for x in model.initial_state()] if hasattr(model, "initial_state") else [None] * 4
-    if change is None or any(x is None for x in (r, v, w)):  # traced (jax.grad of an eager call): nothing to say
+    if change is None:  # traced (jax.grad of an eager call): nothing to say
         return
-    moved, body, turned = change.tolist()
-    eps = float(np.finfo(r.dtype).eps)
-    if moved > max(1e-6, 100 * eps * max(1.0, np.abs(r).max(initial=0.0))):
+    moved, body, turned, size, speed = change.tolist()
+    eps = float(np.finfo(change.dtype).eps)
+    if moved > max(1e-6, 100 * eps * max(1.0, size)):
         what = f"moved the COM of body {model.body_names[int(body)]!r} by {moved:.3e} m"
-    elif turned > max(1e-5, 100 * eps) * max(1.0, np.abs(v).max(initial=0.0), np.abs(w).max(initial=0.0)):  # rates as printed
+    elif turned > max(1e-5, 100 * eps) * max(1.0, speed):  # rates as printed
         what = f"changed its velocities by up to {turned:.3e}"
     else:
         return
