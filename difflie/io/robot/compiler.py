@@ -85,8 +85,7 @@ def _compile(path: str, floating_base: bool | None, bounds: tuple[float, float, 
     c = spec.compiler
     c.boundmass, c.boundinertia = max(c.boundmass, bounds[0]), max(c.boundinertia, bounds[1])
     c.balanceinertia = bool(c.balanceinertia or bounds[2])
-    _check_masses(spec, path)
-    own = _stand_in_inertials(spec, urdf)
+    own = _stand_in_inertials(spec, urdf, path)
     try:
         model = spec.compile()
     except Exception as err:
@@ -178,17 +177,6 @@ def _file_inertial(body) -> tuple[float, np.ndarray, np.ndarray] | None:
     return float(body.mass), np.array(body.ipos, float), R @ F @ R.T
 
 
-def _check_masses(spec, path: str) -> None:
-    """Refuse a link inertial of negative mass (MuJoCo's parser takes it; a stand-in would hide it)."""
-    import mujoco
-
-    if spec.compiler.inertiafromgeom == mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE:
-        return  # the file's inertials give way to its geometry
-    for body in spec.bodies:
-        if body.explicitinertial and body.mass < 0:
-            raise ModelFileError(f"{path}: link {body.name!r}: mass must be positive (or zero for a massless frame), got {body.mass:g}")
-
-
 def _principal(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Principal moments (ascending, negative ones kept) and axes (the columns of a rotation) of
     the symmetric part of ``J``."""
@@ -198,7 +186,7 @@ def _principal(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return e, V
 
 
-def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
+def _stand_in_inertials(spec, urdf: bool, path: str) -> dict[str, tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
     """Give MuJoCo's compiler a valid stand-in for each link inertial it refuses, and return
     the file's own ``{link: (mass, COM, principal moments, principal axes)}`` for them.
 
@@ -209,13 +197,16 @@ def _stand_in_inertials(spec, urdf: bool) -> dict[str, tuple[float, np.ndarray, 
     group of links welded together, checked when the groups are merged. The stand-in (the
     moments lifted to positive values that meet the triangle inequality, a massless moving
     link given 1e-9 kg) only enters MuJoCo's own derived quantities: the ``dof_invweight0``
-    from which the soft limits and friction of the nearby joints take their constants."""
+    from which the soft limits and friction of the nearby joints take their constants. A
+    negative mass, which MuJoCo's parser takes and a stand-in would hide, is refused."""
     import mujoco
 
     own = {}
     if spec.compiler.inertiafromgeom == mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_TRUE:
         return own  # the file's inertials give way to its geometry
     for body in spec.bodies:
+        if body.explicitinertial and body.mass < 0:
+            raise ModelFileError(f"{path}: link {body.name!r}: mass must be positive (or zero for a massless frame), got {body.mass:g}")
         given = _file_inertial(body)
         moves = len(body.joints) > 0
         if given is None:
