@@ -1,6 +1,7 @@
 import ctypes
 import gc
 import os
+from importlib.metadata import version
 from pathlib import Path
 
 # JAX's persistent compilation cache, in the checkout (a fresh clone starts empty), shared by
@@ -15,8 +16,12 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # faster (test_predictor and test_conformance on 2 workers: 220 s -> 154 s) and runs the same
 # operations, slower; its classic fusion emitters (`difflie.xla.CPU_COMPILER_OPTIONS`) compile
 # in less than half the time of the MLIR ones at -O0 (a generalized-alpha four link, 20 steps:
-# 3.3 s -> 1.3 s). Benchmarks, not tests, measure the optimised programs.
-for _flag in ("xla_backend_optimization_level=0", "xla_cpu_use_fusion_emitters=false"):
+# 3.3 s -> 1.3 s). Benchmarks, not tests, measure the optimised programs. jaxlib 0.11 removed
+# the emitters' switch, and XLA aborts the process on a flag it does not know.
+_FLAGS = ["xla_backend_optimization_level=0"]
+if tuple(int(p) for p in version("jaxlib").split(".")[:2]) < (0, 11):
+    _FLAGS.append("xla_cpu_use_fusion_emitters=false")
+for _flag in _FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --" + _flag).strip()
 
