@@ -9,7 +9,7 @@ whole ``simulate`` over ``[0, t1]`` at h = 1e-3 saving every step (``difflie.xla
 are traced, lowered and compiled in a fresh Python process, as a first ``python -m difflie
 simulate`` does without its compilation cache: for fixed steps the solver's start on its own
 (``difflie.xla.RUN_ONCE_OPTIONS``, compiled while the steps are traced) and the steps from it
-(``difflie.__main__.compile_fixed``). Columns: trace and lower (Python, both programs), the rest
+(``difflie.cli.running.compile_fixed``). Columns: trace and lower (Python, both programs), the rest
 of the wait (XLA's compile), the total wait, and the run time of the compiled steps for
 comparison. The goal is 3 s or less for
 each; the fresh process is what makes the figure honest (a second compile in one process
@@ -42,7 +42,8 @@ def measure(model_name: str, solver_name: str, t1: float) -> dict:
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_enable_compilation_cache", False)
     import difflie as dl
-    from difflie.__main__ import builtin_models, compile_fixed, default_solvers
+    from difflie.cli.loading import builtin_models, default_solvers
+    from difflie.cli.running import compile_fixed
 
     model = builtin_models()[model_name]()
     solver = default_solvers()[solver_name]
@@ -84,7 +85,7 @@ def measure_eager(model_name: str, solver_name: str, t1: float, plain: bool) -> 
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_enable_compilation_cache", False)
     import difflie as dl
-    from difflie.__main__ import builtin_models, default_solvers
+    from difflie.cli.loading import builtin_models, default_solvers
 
     model = builtin_models()[model_name]()
     solver = default_solvers()[solver_name]
@@ -140,7 +141,8 @@ def main():
             print(json.dumps(measure(*args.one, args.t1)))
         return
 
-    from difflie.__main__ import SOLVERS, builtin_models
+    from difflie.cli.arguments import SOLVERS
+    from difflie.cli.loading import builtin_models
 
     models = args.models or [m for m in builtin_models() if m not in ("chain", "spider", "ladder")]
     solvers = args.solvers or list(SOLVERS)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import difflie as dl
-from difflie.__main__ import joint_arrays
+from difflie.cli.output import joint_arrays
 from difflie.io import ModelFileError, RobotModelWarning
 from helpers import assert_initial_state_is_mujocos
 

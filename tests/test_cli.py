@@ -211,7 +211,8 @@ def test_help_shows_the_defaults(capsys):
 
 
 def test_compile_cache_lives_in_the_user_cache_and_can_be_turned_off(monkeypatch, tmp_path):
-    from difflie.__main__ import compile_cache_dir, parser
+    from difflie.__main__ import compile_cache_dir
+    from difflie.cli.arguments import parser
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert compile_cache_dir() == tmp_path / "difflie" / "jax"
@@ -227,7 +228,8 @@ def test_compile_cache_keeps_every_program(monkeypatch, tmp_path):
     not set where JAX already has a cache folder or with --no-compile-cache."""
     import jax
 
-    from difflie.__main__ import _use_compile_cache, parser
+    from difflie.__main__ import _use_compile_cache
+    from difflie.cli.arguments import parser
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
@@ -405,7 +407,7 @@ def test_output_that_is_a_directory(tmp_path, capsys):
 
 
 def test_memory_sizes():
-    from difflie.__main__ import memory_size
+    from difflie.cli.arguments import memory_size
 
     assert memory_size("8G") == 8 * 2**30 and memory_size("512MiB") == 512 * 2**20 and memory_size("2e9") == 2e9
 
@@ -607,7 +609,7 @@ def test_robot_options_for_other_models(model, argv_tail, message, tmp_path, cap
 
 
 def test_joint_option_entries_split_at_commas_outside_parentheses():
-    from difflie.__main__ import joint_expressions, joint_list, joint_numbers
+    from difflie.cli.arguments import joint_expressions, joint_list, joint_numbers
 
     torques = joint_expressions("a=atan2(t, 1), b = minimum(maximum(t, 0), 1),c=2")
     assert [(name, u.source) for name, u in torques] == [("a", "atan2(t, 1)"), ("b", "minimum(maximum(t, 0), 1)"), ("c", "2")]
@@ -669,7 +671,8 @@ def test_implicit_solver_options_reach_the_solver():
     """``--rho-inf``, ``--newton`` and ``--max-iterations`` build the implicit solver the run
     uses; given to a solver they do not fit, or out of range, they are one-line errors."""
     import difflie as dl
-    from difflie.__main__ import make_solver, parser
+    from difflie.cli.arguments import parser
+    from difflie.cli.loading import make_solver
 
     model = dl.models.single_pendulum()
 

@@ -106,7 +106,7 @@ def test_work_of_joint_torques_and_damping_balances_the_energy():
     from the bodies' world angular velocities, and ``E - E0 - W`` is the integrator's error
     only, far below ``W`` and the energy change; the command line's summary reports that
     balance, not a relative drift, and the figure draws ``W`` apart."""
-    from difflie.__main__ import energy_summary
+    from difflie.cli.output import energy_summary
     from difflie.forces import JointForce
 
     half = np.array([-0.5, 0.0, 0.0])
