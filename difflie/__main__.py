@@ -440,7 +440,7 @@ def run(args) -> int:
     from .results import RESULTS
 
     if sol.result != RESULTS.successful:
-        from .simulate import _explained
+        from .run_messages import explain_failure as _explained
 
         hint = ""
         if sol.result == RESULTS.newton_failed:
