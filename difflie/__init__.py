@@ -50,15 +50,9 @@ from .lie import (
 from .model import Model as Model
 from .joint_space import joint_coordinates as joint_coordinates, joint_velocities as joint_velocities, link_pose as link_pose
 from .joint_space import ball_joint_quaternions as ball_joint_quaternions, ball_joint_velocities as ball_joint_velocities
-from .simulate import (
-    ConstantStepSize as ConstantStepSize,
-    PIDController as PIDController,
-    ReducingStepSize as ReducingStepSize,
-    SaveAt as SaveAt,
-    SimulationError as SimulationError,
-    Solution as Solution,
-    simulate as simulate,
-)
+from .simulate import simulate as simulate
+from .solution import SaveAt as SaveAt, SimulationError as SimulationError, Solution as Solution
+from .step_size import ConstantStepSize as ConstantStepSize, PIDController as PIDController, ReducingStepSize as ReducingStepSize
 from .solvers.backward_euler import BackwardEuler as BackwardEuler
 from .results import RESULTS as RESULTS, BodyState as BodyState
 from .solvers.generalized_alpha import GeneralizedAlpha as GeneralizedAlpha

@@ -24,7 +24,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .simulate import Solution, simulate
+from .simulate import simulate
+from .solution import Solution
 
 
 def stack(trees: Sequence[Any]) -> Any:

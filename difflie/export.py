@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .results import RESULTS, BodyState
-from .simulate import Solution, Stats
+from .solution import Solution, Stats
 
 _STATES = ("position", "rotation", "velocity", "angular_velocity")
 _UNKNOWN = {"failure_time": np.nan, "failure_residual": np.nan}  # other counters: -1 (not in the file)

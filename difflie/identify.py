@@ -47,7 +47,8 @@ from .body import RigidBody
 from .forces import JointForce
 from .joint_space import LinearInterpolation, joint_coordinates, with_joint_state
 from .lie import SO3
-from .simulate import SaveAt, simulate
+from .simulate import simulate
+from .solution import SaveAt
 
 
 # -- parameterisation ------------------------------------------------------------------------

@@ -1,18 +1,18 @@
-"""The time loop: ``simulate``, what to save (``SaveAt``), step-size control, results.
+"""The time loop: ``simulate`` with fixed steps (a ``lax.scan``) or adaptive ones (a bounded
+``equinox.internal.while_loop`` with online checkpointing, so reverse mode works with memory
+bounded by the number of checkpoints).
 
 Fixed steps run as a ``lax.scan`` nested in chunks of about ``sqrt(n)`` steps whose inner scan is
-rematerialised (``jax.checkpoint``), so reverse mode stores ``O(sqrt n)`` states (or one per step
-with ``checkpoint="steps"``, for the cheapest reverse pass). Adaptive steps
-run in a bounded ``equinox.internal.while_loop`` with online checkpointing (reverse mode works,
-memory bounded by the number of checkpoints).
+rematerialised (``jax.checkpoint``, ``difflie.loops``), so reverse mode stores ``O(sqrt n)``
+states (or one per step with ``checkpoint="steps"``, for the cheapest reverse pass). What a run
+saves and returns is in ``difflie.solution``, the step-size controllers in
+``difflie.step_size``, and what an eager run says about a failure in ``difflie.run_messages``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
-import warnings
 from collections.abc import Callable
 
 import equinox as eqx
@@ -20,126 +20,15 @@ import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, PyTree
 
+from .loops import chunked_scan, progress_function, reporter, sub_chunk
 from .results import RESULTS, BodyState, carrying_error
+from .run_messages import explain_failure, start_change, warn_if_moved
+from .solution import SaveAt, SimulationError, Solution, Stats
 from .solvers.base import AbstractSolver, StepStats
-from .xla import concrete, filter_jit
-
-
-class SaveAt(eqx.Module):
-    """Where to save: ``t0``/``t1`` (the ends), ``ts`` (given increasing times in ``[t0, t1]``)
-    or ``steps`` (the initial state and every accepted step). ``steps`` excludes the others."""
-
-    t0: bool = eqx.field(static=True, default=False)
-    t1: bool = eqx.field(static=True, default=False)
-    ts: Float[Array, " n"] | None = None
-    steps: bool = eqx.field(static=True, default=False)
-
-    def __check_init__(self):
-        if self.ts is not None and np.size(self.ts) == 0:
-            raise ValueError("SaveAt(ts): no save times given; pass at least one, or use t0/t1")
-        if not (self.t0 or self.t1 or self.steps or self.ts is not None):
-            raise ValueError("SaveAt: choose at least one of t0, t1, ts, steps")
-        if self.steps and (self.t0 or self.t1 or self.ts is not None):
-            raise ValueError("SaveAt: steps=True saves every step already; do not combine it with t0/t1/ts")
-
-
-class ConstantStepSize(eqx.Module):
-    """Fixed steps of ``dt`` (shortened evenly so that they end exactly at ``t1``)."""
-
-
-class PIDController(eqx.Module):
-    """PID step-size controller (Soderlind; as in diffrax) on the solver's error norm.
-
-    A step is accepted iff ``err <= 1``; the next step is ``dt * clip(safety * err_n^(-b1/k)
-    err_{n-1}^(-b2/k) err_{n-2}^(-b3/k), factormin, factormax)`` clipped to ``[dtmin, dtmax]``,
-    with ``k`` the solver's order, ``b1 = p + i + d``, ``b2 = -(p + 2 d)``, ``b3 = d``
-    (``pcoeff=0, icoeff=1, dcoeff=0`` is the classical I controller). A rejected step at
-    ``dtmin`` (or below ``4 eps max(|t|, t1 - t0)``) stops the simulation with
-    ``RESULTS.dt_underflow``.
-    """
-
-    rtol: Float[Array, ""] = eqx.field(converter=jnp.asarray)
-    atol: Float[Array, ""] = eqx.field(converter=jnp.asarray)
-    dtmin: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
-    dtmax: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=math.inf)
-    pcoeff: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
-    icoeff: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=1.0)
-    dcoeff: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
-    safety: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.9)
-    factormin: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.2)
-    factormax: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=10.0)
-
-    def __check_init__(self):
-        for name in ("rtol", "atol", "dtmin", "dtmax", "safety", "factormin", "factormax"):
-            value = _concrete_float(getattr(self, name))
-            if value is not None and not value >= 0:
-                raise ValueError(f"PIDController: {name} must be >= 0, got {value}")
-        rtol, atol = _concrete_float(self.rtol), _concrete_float(self.atol)
-        if rtol == 0 and atol == 0:
-            raise ValueError("PIDController: rtol and atol cannot both be zero")
-        dtmin, dtmax = _concrete_float(self.dtmin), _concrete_float(self.dtmax)
-        if dtmin is not None and dtmax is not None and dtmin > dtmax:
-            raise ValueError(f"PIDController: dtmin = {dtmin} exceeds dtmax = {dtmax}")
-
-
-class ReducingStepSize(eqx.Module):
-    """Steps of ``dt`` that shrink where the step fails and grow back, as Exudyn's
-    ``adaptiveStep`` does for its implicit solvers: a step whose Newton iteration does not converge,
-    or whose state is not finite, is retried at ``decrease * dt``; after ``recovery_steps``
-    accepted steps in a row the step grows by ``increase``, up to the ``dt`` given to
-    ``simulate``. No error estimate: for any solver. A failed step at ``dtmin`` (or below ``4 eps
-    max(|t|, t1 - t0)``) stops the simulation with ``RESULTS.dt_underflow``;
-    ``Solution.stats.rejected_steps`` counts the retried steps.
-    """
-
-    decrease: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.5)
-    increase: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=2.0)
-    recovery_steps: int = eqx.field(static=True, default=10)
-    dtmin: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
-
-    def __check_init__(self):
-        decrease, increase = _concrete_float(self.decrease), _concrete_float(self.increase)
-        if decrease is not None and not 0 < decrease < 1:
-            raise ValueError(f"ReducingStepSize: decrease must lie in (0, 1), got {decrease}")
-        if increase is not None and not increase >= 1:
-            raise ValueError(f"ReducingStepSize: increase must be >= 1, got {increase}")
-        if not (isinstance(self.recovery_steps, int) and self.recovery_steps >= 1):
-            raise ValueError(f"ReducingStepSize: recovery_steps must be an int >= 1, got {self.recovery_steps!r}")
-        dtmin = _concrete_float(self.dtmin)
-        if dtmin is not None and not dtmin >= 0:
-            raise ValueError(f"ReducingStepSize: dtmin must be >= 0, got {dtmin}")
-
-
-class SimulationError(RuntimeError):
-    """An unsuccessful ``simulate`` with ``throw=True``, outside ``jit``: the message names
-    the reason, the step and its time (``Solution.failure_message``)."""
-
-
-class Stats(eqx.Module):
-    """Counters of a simulation, and where it first failed.
-
-    ``failure_step`` is the index of the first unsuccessful step (-1 when none), starting at
-    ``failure_time``; ``failure_iterations`` and ``failure_residual`` are that step's Newton
-    iterations and last residual (NaN for explicit solvers).
-    """
-
-    steps: Int[Array, ""]
-    rejected_steps: Int[Array, ""]
-    evaluations: Int[Array, ""]
-    newton_iterations: Int[Array, ""]
-    failure_step: Int[Array, ""]
-    failure_time: Float[Array, ""]
-    failure_iterations: Int[Array, ""]
-    failure_residual: Float[Array, ""]
-
-    def __repr__(self) -> str:
-        """The values (the default repr, with shapes, where they are traced)."""
-        fields = {name: concrete(getattr(self, name)) for name in self.__dataclass_fields__}
-        if any(a is None for a in fields.values()):
-            return super().__repr__()
-        return "Stats(" + ", ".join(f"{k}={np.array2string(a, separator=', ')}" for k, a in fields.items()) + ")"
+from .step_size import ConstantStepSize, PIDController, ReducingStepSize, pid_step
+from .xla import concrete_float, filter_jit
 
 
 class _Failure(eqx.Module):
@@ -169,147 +58,6 @@ class _Failure(eqx.Module):
         )
 
 
-class Solution(eqx.Module):
-    """Saved times ``ts`` (n,) and states (n, nb, ...); unused slots hold time ``inf``: those of
-    ``SaveAt(steps=True)`` with adaptive steps, and the saves after a failed step (their states
-    are NaN; ``stats.steps`` counts the steps that succeeded). ``result`` is a ``RESULTS`` item."""
-
-    ts: Float[Array, " n"]
-    states: BodyState
-    stats: Stats
-    result: RESULTS
-    body_names: tuple[str, ...] = eqx.field(static=True)
-
-    def failure_message(self) -> str:
-        """What went wrong and where, in one line ("" after a successful run; concrete values only)."""
-        if self.result == RESULTS.successful:
-            return ""
-        s = self.stats
-        what = RESULTS[self.result]
-        where = f"at step {int(s.failure_step)} (t = {float(s.failure_time):.6g} s)"
-        if self.result == RESULTS.newton_failed:
-            return f"{what} {where}: residual {float(s.failure_residual):.3e} after {int(s.failure_iterations)} iterations"
-        if self.result == RESULTS.dt_underflow:
-            last = ""
-            if math.isfinite(float(s.failure_residual)):  # an implicit step that failed at every size
-                last = f"; the last try's Newton residual {float(s.failure_residual):.3e} after {int(s.failure_iterations)} iterations"
-            return f"{what} {where}, after {int(s.steps)} accepted and {int(s.rejected_steps)} rejected steps{last}"
-        if self.result == RESULTS.max_steps_reached:
-            return f"{what}: stopped at t = {float(s.failure_time):.6g} s after {int(s.steps)} steps"
-        return f"{what} {where}"
-
-    @property
-    def position(self):
-        return self.states.position
-
-    @property
-    def rotation(self):
-        return self.states.rotation
-
-    @property
-    def velocity(self):
-        return self.states.velocity
-
-    @property
-    def angular_velocity(self):
-        return self.states.angular_velocity
-
-
-# -- helpers -------------------------------------------------------------------------------------
-
-
-def _explained(sol: Solution, model, t0: float | None, dt: float | None = None) -> str:
-    """The failure message, with what a failed Newton iteration or a failure at the first step
-    usually means: dependent constraint rows are named (``check_independent`` at the initial
-    configuration)."""
-    message = sol.failure_message()
-    undefined = _undefined_rows(model, sol, dt) if sol.result == RESULTS.newton_failed and not math.isfinite(float(sol.stats.failure_residual)) else ""
-    if undefined:
-        message += f"; {undefined}"
-    elif sol.result == RESULTS.newton_failed:
-        message += (" (a step too large for the motion, or a singular iteration matrix: the mechanism locks up "
-                    "there, or its constraint rows are dependent)")  # fmt: skip
-    elif sol.result == RESULTS.nonfinite:
-        message += " (a force, driver or law of the model that gives NaN or Inf there, or a motion too fast for the step)"
-        message += _fastest_before(sol)
-    if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
-        from .io.model_file import check_independent
-
-        try:
-            check_independent(model, t0, jnp.asarray(model.r0), jnp.asarray(model.R0), "the model")
-        except ValueError as err:
-            message += f"; {err}"
-    return message
-
-
-def _fastest_before(sol: Solution) -> str:
-    """Where a run turned non-finite: the bodies that turned and moved fastest at the last save
-    before it (what blows up first, as a rule); ``""`` without such a save."""
-    w, v = (np.abs(np.asarray(x)).max(axis=-1) for x in (sol.states.angular_velocity, sol.states.velocity))  # no overflow
-    good = np.flatnonzero(np.isfinite(np.asarray(sol.ts)) & np.isfinite(w).all(axis=-1) & np.isfinite(v).all(axis=-1))
-    if not good.size or not w.shape[-1]:
-        return ""
-    k = good[-1]
-    i, j = int(np.argmax(w[k])), int(np.argmax(v[k]))
-    moved = f", body {sol.body_names[j]!r} moved fastest ({v[k, j]:.3g} m/s)" if v[k, j] > 0 else ""
-    return f"; at the last save before it (t = {float(sol.ts[k]):.6g} s) body {sol.body_names[i]!r} turned fastest (a component of {w[k, i]:.3g} rad/s){moved}"
-
-
-def _start_change(model, start: BodyState) -> Array:
-    """How far the solver's start (an implicit solver's consistent state) is from the model's
-    initial state: the largest COM displacement, the index of its body, the largest change of a
-    velocity (world COM velocity, body angular velocity), and the scales they are judged
-    against (the largest COM coordinate, the largest velocity)."""
-    if not hasattr(model, "initial_state"):
-        return jnp.zeros(5)
-    (r, _, v, w), start = jax.lax.stop_gradient((model.initial_state(), start))  # a report: no derivative (|0|' is NaN)
-    moved = jnp.linalg.norm(start.position - r, axis=-1)
-    turned = jnp.max(jnp.abs(jnp.concatenate([start.velocity - v, start.angular_velocity - w], axis=-1)))
-    rates = jnp.concatenate([v, w], axis=-1)
-    return jnp.stack([jnp.max(moved), jnp.argmax(moved).astype(moved.dtype), turned, jnp.max(jnp.abs(r), initial=0.0),
-                      jnp.max(jnp.abs(rates), initial=0.0)])  # fmt: skip
-
-
-def _warn_if_moved(model, change) -> None:
-    """Say it where the run started from another state than the model's (its constraints did
-    not hold), as ``load_model`` and ``connect`` say it when they make a state consistent."""
-    change = concrete(change)
-    if change is None:  # traced (jax.grad of an eager call): nothing to say
-        return
-    moved, body, turned, size, speed = change.tolist()
-    eps = float(np.finfo(change.dtype).eps)
-    if moved > max(1e-6, 100 * eps * max(1.0, size)):
-        what = f"moved the COM of body {model.body_names[int(body)]!r} by {moved:.3e} m"
-    elif turned > max(1e-5, 100 * eps) * max(1.0, speed):  # rates as printed
-        what = f"changed its velocities by up to {turned:.3e}"
-    else:
-        return
-    warnings.warn(f"simulate: the initial state does not satisfy the constraints; the solver's consistent start {what} "
-                  "(difflie.io.consistent_initial_state(model) makes it consistent beforehand, saying what it changes)",
-                  stacklevel=3)  # fmt: skip
-
-
-def _undefined_rows(model, sol: Solution, dt: float | None) -> str:
-    """Where a failed step's Newton residual is NaN or Inf: the drivers undefined at its start or
-    end time, named; else what else it may be."""
-    t = float(sol.stats.failure_time)
-    constraints = getattr(model, "constraints", None)
-    for at in ((t, t + dt) if dt else (t,)) if constraints is not None else ():
-        bad = constraints.undefined_drivers(at)
-        if bad:
-            rows = ", ".join(map(repr, bad))
-            return f"the residual is not finite: the driver of {rows} is NaN or Inf at t = {at:.6g} s (outside its domain)"
-    return ("the residual is not finite: a force, driver or law of the model gives NaN or Inf there, or the motion "
-            "overflowed (a step too large for it)")
-
-
-def _concrete_float(x) -> float | None:
-    try:
-        return float(x)
-    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
-        return None
-
-
 def _select(pred, a, b):
     return jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)
 
@@ -320,16 +68,6 @@ def _stack_obs(obs: BodyState, n: int, fill) -> BodyState:
 
 def _fields(failure: _Failure):
     return failure.step, failure.time, failure.iterations, failure.residual
-
-
-def _progress_fn(progress):
-    if progress is None or progress is False:
-        return None
-    if progress is True:
-        return print_progress
-    if not callable(progress):
-        raise ValueError(f"simulate: progress must be None, True or a callable (t, t1), got {progress!r}")
-    return progress
 
 
 def _first_failure(old, new):
@@ -349,134 +87,6 @@ def _start_result(model, y, result, ordered):
     result = RESULTS.where(finite | (result != RESULTS.successful), result, RESULTS.nonfinite)
     result = RESULTS.where(ordered | (result != RESULTS.successful), result, RESULTS.empty_interval)
     return RESULTS.where(physical | (result != RESULTS.successful), result, RESULTS.nonphysical)
-
-
-# XLA:CPU runs a loop body about twice as slowly when its fused kernels read their step's slice
-# of an array over about 512 bytes (the scanned inputs, or in reverse mode the stacked per-step
-# states): measured on the heavy top, 2.2 against 4.6 us per RKMK4 step, and a reverse pass
-# 1.6x faster once the stacked states fit (``benchmarks/throughput.py``, RESULTS). Loops over
-# many steps therefore run as a loop over sub-chunks of a few steps each.
-_SLICE_BYTES = 512
-
-
-def _sub_chunk(y) -> int:
-    """Steps per innermost loop: as many as keep every stacked leaf of the state ``y`` (and the
-    scanned times) within ``_SLICE_BYTES``."""
-    widest = max((leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(y)), default=8)
-    return max(1, min(_SLICE_BYTES // 8, _SLICE_BYTES // max(widest, 1)))
-
-
-def _sub_scan(body, carry, xs, sub: int):
-    """``lax.scan(body, carry, xs)`` run as a scan over ``sub``-step scans (plus the left-over
-    steps); same values, same order."""
-    n = jax.tree.leaves(xs)[0].shape[0]
-    if sub <= 1 or n <= sub:
-        return jax.lax.scan(body, carry, xs)
-    # The left-over steps are a second copy of the step in the program (0.7 s of a 4.3 s compile
-    # of the double pendulum under generalized-alpha): sub-chunks down to half the size that
-    # divide n leave none.
-    sub = next((d for d in _sub_sizes(sub) if n % d == 0), sub)
-    m, r = divmod(n, sub)
-    main = jax.tree.map(lambda x: x[: m * sub].reshape((m, sub) + x.shape[1:]), xs)
-    carry, ys = jax.lax.scan(lambda c, x: jax.lax.scan(body, c, x), carry, main)
-    ys = jax.tree.map(lambda y: y.reshape((m * sub,) + y.shape[2:]), ys)
-    if r:
-        carry, ys_tail = jax.lax.scan(body, carry, jax.tree.map(lambda x: x[m * sub :], xs))
-        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, ys_tail)
-    return carry, ys
-
-
-def _sub_sizes(sub: int) -> range:
-    """The sub-chunk sizes taken instead of ``sub`` where one divides the steps: down to half
-    of it (at least 2), largest first."""
-    return range(sub, max(2, sub // 2) - 1, -1)
-
-
-def _loop_sizes(n: int, chunk: int, sub: int) -> tuple[int, int]:
-    """``(chunk, sub)`` for ``n`` steps near the given ones: a chunk that is a multiple of
-    ``sub`` (down to half of it) and divides ``n`` (within a factor of two of the given chunk),
-    where there is one, since left-over steps are another copy of the step in the program (a
-    generalized-alpha double pendulum over 1000 steps: 1.1 s of a 3.8 s compile). Else the
-    chunk rounded to a multiple of ``sub``."""
-    small = chunk <= sub  # the chunks are plain loops
-    best = None
-    for s in (1,) if small or sub <= 1 else _sub_sizes(sub):
-        for c in range(s * max(1, -(-chunk // (2 * s))), 2 * chunk + 1, s):
-            if n % c == 0 and (best is None or abs(math.log(c / chunk)) < abs(math.log(best / chunk))):
-                best = c
-        if best is not None:
-            return best, (sub if small else s)
-    return (chunk if small else sub * max(1, round(chunk / sub))), sub
-
-
-def _scan(body, carry, xs, chunk: int | None, remat: bool | str = True, report=None, sub: int = 1):
-    """``lax.scan``, nested in chunks of about ``chunk`` steps when given.
-
-    With ``remat=True`` the outer body and each step are rematerialised (``jax.checkpoint``):
-    reverse mode stores the carry once per chunk and per step only, and recomputes a step before
-    transposing it, which on CPU is cheaper than writing and reading back the many small
-    residuals of a step. ``remat="steps"`` rematerialises the steps only: one carry per step is
-    stored, and the chunk's recomputation is saved. Each chunk runs as loops of ``sub`` steps
-    (``_sub_chunk``). ``report(carry, xs_chunk)`` runs after each chunk (progress).
-    """
-    n = jax.tree.leaves(xs)[0].shape[0]
-    if chunk:
-        chunk, sub = _loop_sizes(n, chunk, sub)
-    if remat:
-        body = jax.checkpoint(body, prevent_cse=False)
-    if not chunk or chunk >= n:
-        carry, ys = _sub_scan(body, carry, xs, sub)
-        if report is not None:
-            report(carry, xs)
-        return carry, ys
-    q, r = divmod(n, chunk)
-    # The r left-over steps run first, unreported, so that every report comes from inside the
-    # outer loop, in order, the last one at the final step.
-    ys_head = None
-    if r:
-        carry, ys_head = _sub_scan(body, carry, jax.tree.map(lambda x: x[:r], xs), sub)
-    rest = jax.tree.map(lambda x: x[r:].reshape((q, chunk) + x.shape[1:]), xs)
-
-    def outer(c, x):
-        c, y = _sub_scan(body, c, x, sub)
-        if report is not None:
-            report(c, x)
-        return c, y
-
-    carry, ys = jax.lax.scan(jax.checkpoint(outer) if remat is True else outer, carry, rest)
-    ys = jax.tree.map(lambda y: y.reshape((q * chunk,) + y.shape[2:]), ys)
-    if ys_head is not None:
-        ys = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys_head, ys)
-    return carry, ys
-
-
-def print_progress(t, t1) -> None:
-    """The default progress report: a bar on stderr, ended by a newline at ``t1``."""
-    t, t1 = float(t), float(t1)
-    frac = min(max(t / t1 if t1 else 1.0, 0.0), 1.0)
-    bar = "#" * int(30 * frac)
-    sys.stderr.write(f"\r[{bar:<30s}] {100 * frac:5.1f} %  t = {t:.4g} / {t1:.4g} s")
-    if frac >= 1.0:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
-def _reporter(progress, t1, n: int):
-    """``report(carry, xs)``: ``progress(t, t1)`` after the steps ``xs`` (indices, starts, ends)
-    when they complete another 2 % of the ``n`` steps, or the last one."""
-    if progress is None:
-        return None
-    every = max(1, n // 50)
-
-    def report(carry, xs):
-        k, _, ends = xs
-        # The barrier ties the time to the carry, so the call waits for the chunk's steps.
-        t, _ = jax.lax.optimization_barrier((ends[-1], carry))
-        due = ((k[-1] + 1) // every > k[0] // every) | (k[-1] == n - 1)
-        # Unordered: the outer loop runs the chunks, hence the calls, in order.
-        jax.lax.cond(due, lambda: jax.debug.callback(progress, t, t1), lambda: None)
-
-    return report
 
 
 # -- fixed steps ---------------------------------------------------------------------------------
@@ -501,14 +111,14 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
     failure0 = _Failure.none(grid.dtype).record(RESULTS.successful, result0, 0, t0, None)
     init = (y0, state0, zero, zero, result0, failure0)
     xs = (jnp.arange(n, dtype=jnp.int32), grid[:-1], grid[1:])
-    (y1, _, evals, newton, result, failure), obs = _scan(body, init, xs, chunk, remat, _reporter(progress, t1, n), _sub_chunk(y0))
+    (y1, _, evals, newton, result, failure), obs = chunked_scan(body, init, xs, chunk, remat, reporter(progress, t1, n), sub_chunk(y0))
     obs0 = solver.observe(model, y0)
     failed = failure.step >= 0
     steps = jnp.where(failed, failure.step, n).astype(jnp.int32)  # the steps that succeeded
     stats = Stats(steps, zero, evals.astype(jnp.int32), newton.astype(jnp.int32), *_fields(failure))
     if saveat.steps:
         states = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), obs0, obs)
-        return _after_failure(grid, states, jnp.arange(n + 1), steps, failed), stats, result, _start_change(model, obs0)
+        return _after_failure(grid, states, jnp.arange(n + 1), steps, failed), stats, result, start_change(model, obs0)
     parts_t, parts_s, parts_k = [], [], []
     if saveat.t0:
         parts_t.append(t0[None])
@@ -524,7 +134,7 @@ def _fixed(model, solver, t0, t1, fractions, save_index, saveat, chunk, remat, s
         parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, y1)))
         parts_k.append(jnp.full(1, n, jnp.int32))
     states = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s)
-    return _after_failure(jnp.concatenate(parts_t), states, jnp.concatenate(parts_k), steps, failed), stats, result, _start_change(model, obs0)
+    return _after_failure(jnp.concatenate(parts_t), states, jnp.concatenate(parts_k), steps, failed), stats, result, start_change(model, obs0)
 
 
 def _after_failure(ts, states, index, steps, failed):
@@ -584,7 +194,7 @@ def _check_resolution(t0: float | None, t1: float | None, dt: float | None, dtyp
 def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]:
     """Step fractions in [0, 1] (uniform, plus the save times) and the save times' indices."""
     if n_steps is None:
-        t0f, t1f, dtf = (_concrete_float(x) for x in (t0, t1, dt))
+        t0f, t1f, dtf = (concrete_float(x) for x in (t0, t1, dt))
         if None in (t0f, t1f, dtf):
             raise ValueError("simulate: with fixed steps, t0, t1 and dt must be concrete, or pass n_steps")
         n_steps = fixed_step_count(t0f, t1f, dtf)
@@ -593,7 +203,7 @@ def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]
     fractions = np.arange(n_steps + 1) / n_steps
     if ts is None:
         return fractions, None
-    t0f, t1f = _concrete_float(t0), _concrete_float(t1)
+    t0f, t1f = concrete_float(t0), concrete_float(t1)
     tsn = _concrete_ts(ts)
     if tsn is None or t0f is None or t1f is None:
         raise ValueError("simulate: with fixed steps, SaveAt(ts=...), t0 and t1 must be concrete")
@@ -635,19 +245,6 @@ class _Carry(eqx.Module):
     save_next: Array
     buf_t: Array
     buf_s: BodyState
-
-
-def _pid(c: PIDController, k: int, err, dt, inv_errs):
-    """``(next step, accept, 1/err of the last two accepted steps)`` of the PID controller."""
-    b1, b2, b3 = c.pcoeff + c.icoeff + c.dcoeff, -(c.pcoeff + 2 * c.dcoeff), c.dcoeff
-    finite = jnp.isfinite(err)
-    accept = finite & (err <= 1)
-    inv = 1 / jnp.maximum(jnp.where(finite, err, 1.0), 1e-10)
-    factor = c.safety * inv ** (b1 / k) * inv_errs[0] ** (b2 / k) * inv_errs[1] ** (b3 / k)
-    factor = jnp.where(finite, factor, c.factormin)
-    factor = jnp.where(accept, factor, jnp.minimum(factor, 1.0))
-    factor = jnp.clip(factor, c.factormin, c.factormax)
-    return jnp.clip(dt * factor, c.dtmin, c.dtmax), accept, jnp.where(accept, jnp.stack([inv, inv_errs[0]]), inv_errs)
 
 
 def _all_finite(tree) -> Array:
@@ -706,7 +303,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
             streak = jnp.where(accept & ~grow, carry.streak + 1, 0)
             inv_errs = carry.inv_errs
         else:
-            dt_new, accept, inv_errs = _pid(c, solver.order, solver.error_norm(carry.y, y1, y_err, c.rtol, c.atol), dt, carry.inv_errs)
+            dt_new, accept, inv_errs = pid_step(c, solver.order, solver.error_norm(carry.y, y1, y_err, c.rtol, c.atol), dt, carry.inv_errs)
             streak = carry.streak
         # A rejected step at dtmin, or too small to move t in floating point, cannot progress.
         floor = jnp.maximum(c.dtmin, 4 * jnp.finfo(dtype).eps * jnp.maximum(jnp.abs(carry.t), t1 - t0))
@@ -756,7 +353,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
     )
     stats = Stats(final.accepted, final.rejected, final.evals, final.newton, *_fields(failure))
     if saveat.steps:
-        return final.buf_t, final.buf_s, stats, result, _start_change(model, obs0)
+        return final.buf_t, final.buf_s, stats, result, start_change(model, obs0)
     parts_t, parts_s = [], []
     if saveat.t0:
         parts_t.append(t0[None])
@@ -767,7 +364,7 @@ def _adaptive(model, solver, t0, t1, dt0, controller, saveat, max_steps, kind, p
     if saveat.t1:
         parts_t.append(final.t[None])
         parts_s.append(jax.tree.map(lambda x: x[None], solver.observe(model, final.y)))
-    return jnp.concatenate(parts_t), jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s), stats, result, _start_change(model, obs0)
+    return jnp.concatenate(parts_t), jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts_s), stats, result, start_change(model, obs0)
 
 
 # -- public --------------------------------------------------------------------------------------
@@ -829,7 +426,7 @@ def simulate(
     half the time, as the command line does.
     Compiled once per model structure; works under ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
     """
-    progress = _progress_fn(progress)
+    progress = progress_function(progress)
     if checkpoint not in (True, False, "steps"):
         raise ValueError(f"simulate: checkpoint must be True, False or 'steps', got {checkpoint!r}")
     if adjoint not in ("checkpointed", "forward"):
@@ -838,7 +435,7 @@ def simulate(
         raise ValueError(f"simulate: solver must be an AbstractSolver, got {type(solver).__name__}")
     if not isinstance(saveat, SaveAt):
         raise ValueError(f"simulate: saveat must be a difflie.SaveAt, e.g. SaveAt(ts=times), got {type(saveat).__name__}")
-    t0f, t1f = _concrete_float(t0), _concrete_float(t1)
+    t0f, t1f = concrete_float(t0), concrete_float(t1)
     if t0f is not None and t1f is not None and not t1f > t0f:
         raise ValueError(f"simulate: need t1 > t0, got t0={t0f}, t1={t1f}")
     if saveat.ts is not None:
@@ -852,7 +449,7 @@ def simulate(
         tsn = _concrete_ts(saveat.ts)
         if tsn is not None and not np.all(np.isfinite(tsn)):
             raise ValueError(f"SaveAt(ts): times must be finite, got {tsn.tolist()}")
-    for name, x in (("t0", t0f), ("t1", t1f), ("dt", _concrete_float(dt))):
+    for name, x in (("t0", t0f), ("t1", t1f), ("dt", concrete_float(dt))):
         if x is not None and not math.isfinite(x):
             raise ValueError(f"simulate: {name} must be finite, got {x}")
     if isinstance(model, (str, bytes, os.PathLike)) or not any(eqx.is_inexact_array(x) for x in jax.tree.leaves(model)):
@@ -872,7 +469,7 @@ def simulate(
             raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize or ReducingStepSize")
         if not (isinstance(max_steps, int) and 1 <= max_steps <= MAX_STEPS):
             raise ValueError(f"simulate: max_steps must be an int in [1, {MAX_STEPS}], got {max_steps!r}")
-        dt0 = _concrete_float(dt)
+        dt0 = concrete_float(dt)
         if dt0 is not None and not dt0 > 0:
             raise ValueError(f"simulate: the initial step dt must be positive, got {dt0}")
         ts, states, stats, result, change = _adaptive(
@@ -881,7 +478,7 @@ def simulate(
         )  # fmt: skip
     elif isinstance(stepsize_controller, ConstantStepSize):
         fractions, save_index = _fixed_grid(t0, t1, dt, n_steps, saveat.ts)
-        _check_resolution(t0f, t1f, None if n_steps is not None else _concrete_float(dt), dtype)
+        _check_resolution(t0f, t1f, None if n_steps is not None else concrete_float(dt), dtype)
         n = fractions.shape[0] - 1
         chunk = max(2, math.isqrt(n)) if (checkpoint or progress is not None) and n > 16 else None
         save_every = saveat.steps or saveat.ts is not None
@@ -894,10 +491,10 @@ def simulate(
         raise ValueError(f"simulate: unknown stepsize_controller {stepsize_controller!r}")
     if throw:
         failed = result != RESULTS.successful
-        if _concrete_float(failed) is not None:  # eager: one line naming step, time and reason
-            _warn_if_moved(model, change)
+        if concrete_float(failed) is not None:  # eager: one line naming step, time and reason
+            warn_if_moved(model, change)
             if bool(failed):
-                raise SimulationError(_explained(Solution(ts, states, stats, result, model.body_names), model, t0f, _concrete_float(dt)))
+                raise SimulationError(explain_failure(Solution(ts, states, stats, result, model.body_names), model, t0f, concrete_float(dt)))
         else:  # traced: every returned array carries the error, derivatives included
             ts, states = carrying_error(result, failed, (ts, states))
     return Solution(ts, states, stats, result, model.body_names)

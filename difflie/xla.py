@@ -62,6 +62,14 @@ def concrete(x) -> np.ndarray | None:
         return None
 
 
+def concrete_float(x) -> float | None:
+    """``float(x)`` where ``x`` is known at trace time, else None (a tracer)."""
+    try:
+        return float(x)
+    except (TypeError, jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        return None
+
+
 @functools.cache
 def compiler_options() -> dict[str, Any]:
     """The entries of the default backend's options (``CPU_COMPILER_OPTIONS`` or

@@ -16,21 +16,19 @@ ROOT = Path(__file__).resolve().parents[1] / "difflie"
 # facades and take the highest layer of what they import.
 LAYERS = [
     ["lie", "xla"],
-    ["results", "numerics", "expr"],
+    ["results", "solution", "step_size", "numerics", "expr"],
     ["body", "forces", "joint_laws", "hinges", "constraints", "coords.chart", "coords.local", "coords.euler_angles", "coords.euler_parameters",
      "coords.rotation_matrix", "coords.rotation_vector", "coords.rodrigues", "coords.wiener_milenkovic"],
     ["model"],
     ["kinematics", "eom", "models", "io", "constraints.world", "joint_space", "coords.absolute_model"],
     ["dae", "diagnostics"],
     ["solvers", "coords.lgt_alpha", "coords.lie_rk", "coords.diffrax_lgt"],
-    ["simulate"],
+    ["simulate", "loops", "run_messages"],
     ["batch", "identify", "plot", "export", "cli", "__main__"],
 ]  # fmt: skip
 
-# Private names that a module may import from another package: (module, target, name). The
-# command line (``cli``, out of the root package's ``__main__``) words a failed run as
-# ``simulate(..., throw=True)`` does, with the root package's ``simulate._explained``.
-PRIVATE_IMPORTS = {("cli.commands", "simulate", "_explained")}
+# Private names that a module may import from another package: (module, target, name).
+PRIVATE_IMPORTS: set[tuple[str, str, str]] = set()
 
 
 def _module_name(path: Path) -> str:

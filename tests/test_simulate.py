@@ -245,7 +245,7 @@ def test_newton_failure_reports_time_iterations_and_residual():
 def test_nested_scan_matches_plain_scan(n, chunk, sub, remat):
     """The chunked, sub-chunked scan runs the same steps in the same order as ``lax.scan``:
     same carry, same per-step outputs, progress reports in order, the last at the final step."""
-    from difflie.simulate import _scan
+    from difflie.loops import chunked_scan
 
     def body(c, x):
         c = 0.5 * c + jnp.sin(x)  # not associative: any reordering changes the bits
@@ -255,13 +255,13 @@ def test_nested_scan_matches_plain_scan(n, chunk, sub, remat):
     ref_c, ref_ys = jax.lax.scan(body, jnp.asarray(0.1), xs)
     reports = []
     report = lambda c, x: jax.debug.callback(lambda *a: reports.append(a), c, x[-1])  # noqa: E731
-    c, ys = jax.jit(lambda c0: _scan(body, c0, xs, chunk, remat, report, sub))(jnp.asarray(0.1))
+    c, ys = jax.jit(lambda c0: chunked_scan(body, c0, xs, chunk, remat, report, sub))(jnp.asarray(0.1))
     np.testing.assert_array_equal(c, ref_c)
     np.testing.assert_array_equal(ys[0], ref_ys[0])
     np.testing.assert_array_equal(ys[1], xs)
     assert len(reports) >= 1 and reports[-1][1] == xs[-1] and reports[-1][0] == ref_c
     assert [float(r[1]) for r in reports] == sorted(float(r[1]) for r in reports)
-    g = jax.grad(lambda c0: _scan(body, c0, xs, chunk, remat, None, sub)[0])(jnp.asarray(0.1))
+    g = jax.grad(lambda c0: chunked_scan(body, c0, xs, chunk, remat, None, sub)[0])(jnp.asarray(0.1))
     np.testing.assert_allclose(g, 0.5**n, rtol=1e-12)
 
 
@@ -269,7 +269,7 @@ def test_nested_scan_matches_plain_scan(n, chunk, sub, remat):
 def test_sub_scan_has_no_left_over_loop_when_a_divisor_is_near(n, sub, loops):
     """Left-over steps are a second copy of the step in the program; sub-chunks of 5 (for 7) or
     2 (for 3) divide 1000 steps and leave none. 997 is prime: its 3 left-over steps keep a loop."""
-    from difflie.simulate import _sub_scan
+    from difflie.loops import _sub_scan
 
     body = lambda c, x: (0.5 * c + jnp.sin(x), c)  # noqa: E731
     xs = jnp.linspace(0.0, 3.0, n)
@@ -287,7 +287,7 @@ def test_loop_sizes_divide_the_steps_where_they_can(n, chunk, sub):
     """Checkpoint chunks within a factor of two of the asked size, multiples of a sub-chunk of at
     least half the asked one, and dividing the steps wherever such sizes exist (no left-over
     loop: a second compiled copy of the step); 997 is prime and keeps its left-over steps."""
-    from difflie.simulate import _loop_sizes
+    from difflie.loops import _loop_sizes
 
     c, s = _loop_sizes(n, chunk, sub)
     subs = range(max(2, sub // 2), sub + 1) if sub > 1 else (1,)
@@ -299,12 +299,12 @@ def test_loop_sizes_divide_the_steps_where_they_can(n, chunk, sub):
 
 def test_sub_chunk_keeps_stacked_states_small():
     """Innermost loops hold at most 512 bytes of any state leaf per scanned step block."""
-    from difflie.simulate import _sub_chunk
+    from difflie.loops import sub_chunk
 
-    assert _sub_chunk((jnp.zeros((1, 3, 3)), jnp.zeros((1, 6)))) == 7  # one body, float64
-    assert _sub_chunk((jnp.zeros((1, 3, 3), jnp.float32),)) == 14
-    assert _sub_chunk((jnp.zeros((4, 3, 3)),)) == 1  # four bodies: plain steps
-    assert _sub_chunk((jnp.zeros(1),)) == 64  # capped by the scanned times
+    assert sub_chunk((jnp.zeros((1, 3, 3)), jnp.zeros((1, 6)))) == 7  # one body, float64
+    assert sub_chunk((jnp.zeros((1, 3, 3), jnp.float32),)) == 14
+    assert sub_chunk((jnp.zeros((4, 3, 3)),)) == 1  # four bodies: plain steps
+    assert sub_chunk((jnp.zeros(1),)) == 64  # capped by the scanned times
 
 
 def test_a_start_computed_beforehand_gives_the_same_run():

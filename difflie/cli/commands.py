@@ -23,7 +23,9 @@ def run(args) -> int:
     import numpy as np
 
     from .. import diagnostics, xla
-    from ..simulate import ConstantStepSize, PIDController, SaveAt, fixed_step_count, memory_estimate, simulate
+    from ..simulate import fixed_step_count, memory_estimate, simulate
+    from ..solution import SaveAt
+    from ..step_size import ConstantStepSize, PIDController
 
     check_options(args)
     model = load(args)
@@ -80,12 +82,12 @@ def run(args) -> int:
     from ..results import RESULTS
 
     if sol.result != RESULTS.successful:
-        from ..simulate import _explained
+        from ..run_messages import explain_failure
 
         hint = ""
         if sol.result == RESULTS.newton_failed:
             hint = "; try a smaller --dt" + ("" if args.retry_failed_steps else ", or --retry-failed-steps")
-        print(f"difflie: simulation failed: {_explained(sol, model, 0.0)}{hint}", file=sys.stderr)
+        print(f"difflie: simulation failed: {explain_failure(sol, model, 0.0)}{hint}", file=sys.stderr)
         return 1
     keep = np.isfinite(np.asarray(sol.ts))
     states = jax.tree.map(lambda x: x[keep], sol.states)

@@ -77,7 +77,7 @@ def adaptive_in_chunks(compiled, model, t0, dt0, max_calls: int, limit: float | 
     import numpy as np
 
     from ..results import RESULTS
-    from ..simulate import Solution, Stats
+    from ..solution import Solution, Stats
 
     ts_parts, state_parts, totals, saved = [], [], np.zeros(4, np.int64), 0
     m, t, h = model, t0, dt0
