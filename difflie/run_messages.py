@@ -32,7 +32,7 @@ def explain_failure(sol: Solution, model, t0: float | None, dt: float | None = N
         message += " (a force, driver or law of the model that gives NaN or Inf there, or a motion too fast for the step)"
         message += _fastest_before(sol)
     if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
-        from .io.model_file import check_independent
+        from .io.assembly import check_independent
 
         try:
             check_independent(model, t0, jnp.asarray(model.r0), jnp.asarray(model.R0), "the model")

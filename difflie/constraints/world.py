@@ -206,7 +206,7 @@ def connect(model: Model, joints: Sequence, *, t0: float = 0.0, assemble: bool =
     inside ``jax.vmap`` over initial poses, or ``jax.jit``), nothing is checked or moved here:
     the implicit solvers assemble the same way at the start of ``simulate``.
     """
-    from ..io.model_file import consistent_initial_state
+    from ..io.assembly import consistent_initial_state
     from ..xla import concrete
 
     if model.constraints is not None:

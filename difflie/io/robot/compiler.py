@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from ..model_file import ModelFileError
+from ..json_values import ModelFileError
 from .frames import _matrix_quat, _quat_matrix
 
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3

@@ -8,7 +8,7 @@ import numpy as np
 
 from ... import constraints as C
 from ...joint_laws import JointCouplings
-from ..model_file import ModelFileError
+from ..json_values import ModelFileError
 from .compiler import _CONNECT, _JOINT, _SITE, _WELD
 from .frames import _quat_matrix
 from .laws import _solref_gains

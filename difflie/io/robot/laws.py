@@ -12,7 +12,7 @@ import numpy as np
 
 from ...forces import BallSpring, DeadLoad, JointForce, JointInertia, SpatialTendons
 from ...joint_laws import Actuators, BallFriction, BallLimits, JointFriction, JointLaws, JointLimits, Tendons, TendonSpring
-from ..model_file import ModelFileError
+from ..json_values import ModelFileError
 from .arguments import _checked, _signal
 from .compiler import _BALL, _HINGE, _SLIDE, _TRN_JOINT, _TRN_TENDON, _WRAP_JOINT, _WRAP_PULLEY, _WRAP_SITE, _names
 

@@ -16,7 +16,8 @@ from ...forces import BallTorque, JointForce, JointInertia
 from ...joint_laws import JointLaws, JointSpring
 from ...joint_space import BallJoints, JointFeedback, JointSpace
 from ...model import Model
-from ..model_file import ModelFileError, consistent_initial_state
+from ..assembly import consistent_initial_state
+from ..json_values import ModelFileError
 from .arguments import _ball_value, _by_name, _feedback_law, _float, _guess, _torques
 from .compiler import _BALL, _FREE, _HINGE, _SLIDE, RobotModelWarning, _compile, _hearing_mujoco, _names, _switch_off
 from .equalities import _closes_loop, _coupled_joints, _couples_joints, _equalities, _follow, _joint_couplings
@@ -181,7 +182,7 @@ def load_robot(
     ``locked_joints``: names of movable joints welded at their ``joint_positions`` (merged into
     the parent, as Pinocchio's ``buildReducedModel``). ``gravity`` overrides the file's.
     With loops (``connect``, ``weld``) the initial state is assembled and its velocities
-    projected (``difflie.io.model_file.consistent_initial_state``, warning when they move), and
+    projected (``difflie.io.consistent_initial_state``, warning when they move), and
     ``redundant`` says what to do with rows that depend on the others (a planar loop closed by a
     ``connect``): ``"error"`` or ``"remove"``.
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import constraints as C
 from ...hinges import HingeGroups
-from ..model_file import ModelFileError
+from ..json_values import ModelFileError
 from .compiler import _BALL, _FREE, _HINGE, _KIND, _SLIDE
 from .frames import _normal, _quat_matrix, _rot, _unit
 from .laws import _ball_friction, _friction, _inverse_mass, _limits
