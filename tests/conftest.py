@@ -1,7 +1,7 @@
 import ctypes
 import gc
 import os
-from importlib.metadata import version
+from importlib.metadata import distributions, version
 from pathlib import Path
 
 # JAX's persistent compilation cache, in the checkout (a fresh clone starts empty), shared by
@@ -17,9 +17,14 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # operations, slower; its classic fusion emitters (`difflie.xla.CPU_COMPILER_OPTIONS`) compile
 # in less than half the time of the MLIR ones at -O0 (a generalized-alpha four link, 20 steps:
 # 3.3 s -> 1.3 s). Benchmarks, not tests, measure the optimised programs. jaxlib 0.11 removed
-# the emitters' switch, and XLA aborts the process on a flag it does not know.
-_FLAGS = ["xla_backend_optimization_level=0"]
-if tuple(int(p) for p in version("jaxlib").split(".")[:2]) < (0, 11):
+# the emitters' switch, and XLA aborts the process on a flag it does not know. Both are for a
+# suite run on the CPU: where JAX runs on a GPU, XLA's GPU backend at -O0 computes otherwise
+# (on an H200, a 3-rod chain's modified Newton took a second iteration and a new matrix at
+# every step), and tests of iteration counts fail there.
+_GPU_PLUGIN = any((d.metadata["Name"] or "").startswith(("jax-cuda", "jax_cuda", "jax-rocm")) for d in distributions())
+_ON_CPU = os.environ.get("JAX_PLATFORMS", "cpu" if not _GPU_PLUGIN else "").split(",")[0].strip() == "cpu"
+_FLAGS = ["xla_backend_optimization_level=0"] if _ON_CPU else []
+if _ON_CPU and tuple(int(p) for p in version("jaxlib").split(".")[:2]) < (0, 11):
     _FLAGS.append("xla_cpu_use_fusion_emitters=false")
 for _flag in _FLAGS:
     if _flag.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
