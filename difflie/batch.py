@@ -25,7 +25,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from .simulate import simulate
-from .solution import Solution
+from .solution import SaveAt, Solution
+from .xla import concrete, filter_jit
 
 
 def stack(trees: Sequence[Any]) -> Any:
@@ -70,10 +71,10 @@ def simulate_batch(
 
     ``chunk_size``: run the batch as a sequential ``lax.map`` over vmapped chunks of this size
     instead of one vmap. On CPU a vmap over many systems streams every small kernel over the
-    whole batch, out of cache; chunks keep it in cache: 128 heavy tops per chunk were 10-40x
-    faster than one vmap over 4096 (``benchmarks/throughput.py``); a chunk of 4 Pandas costs per
-    system about what one Panda costs alone, one vmap over 1024 2.2x that
-    (``benchmarks/robots.py``). Leave it ``None`` on GPUs.
+    whole batch, out of cache; chunks keep it in cache for systems with many kernels per step: a
+    chunk of 4 Pandas costs per system about what one Panda costs alone, one vmap over 1024
+    2.2x that (``benchmarks/robots.py``). A small system such as a heavy top gains nothing:
+    one vmap over 4096 is as fast (``benchmarks/throughput.py``). Leave it ``None`` on GPUs.
 
     ``devices``: split the batch across these devices (a one-dimensional ``Mesh`` from
     ``mesh``, or a list of devices), each running its share, chunked by ``chunk_size``, with
@@ -87,22 +88,71 @@ def simulate_batch(
     (``difflie.numerics.newton.Newton``), not at every iteration, and every system takes its new
     matrix: a system's results depend on the systems it shares a vmap with (``chunk_size``,
     ``devices``) only within Newton's tolerance.
+
+    Called outside any trace, the batch is one program compiled with ``difflie.xla``'s options
+    and kept: later calls with other values of ``params`` (same shapes) reuse it. ``t0``,
+    ``t1``, ``dt`` and ``SaveAt(ts)`` are constants of that program (other times compile
+    another); pass ``make_model`` as the same function each time (a new ``lambda`` per call
+    compiles anew).
     """
     n = batch_size(params)
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
         raise ValueError(f"simulate_batch: chunk_size must be a positive int or None, got {chunk_size!r}")
-    build = (lambda p: p) if make_model is None else make_model
+    m = None
+    if devices is not None:
+        m = devices if isinstance(devices, Mesh) else mesh(devices)
+        if n % m.devices.size:
+            raise ValueError(f"simulate_batch: batch size {n} is not a multiple of the {m.devices.size} devices")
+    times = tuple(_constant(x) for x in (t0, t1, dt))
+    if isinstance(kwargs.get("saveat"), SaveAt) and kwargs["saveat"].ts is not None:
+        kwargs["saveat"] = eqx.tree_at(lambda s: s.ts, kwargs["saveat"], _constant(kwargs["saveat"].ts))
+    return _batch(params, _as_given if make_model is None else make_model, solver, times, kwargs, chunk_size, m)
+
+
+def _as_given(params: Any) -> Any:
+    return params
+
+
+class _Constant:
+    """A concrete array as a compile-time constant, hashed and compared by value: the times that
+    fix ``simulate``'s step grid (``t0``, ``t1``, ``dt``, ``SaveAt(ts)``), which it needs
+    concrete, as static arguments of the batch's compiled program."""
+
+    def __init__(self, value: np.ndarray):
+        self.value = value
+
+    def _key(self):
+        return self.value.shape, self.value.dtype.str, self.value.tobytes()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Constant) and self._key() == other._key()
+
+
+def _constant(x: Any) -> Any:
+    value = concrete(x)
+    return x if value is None else _Constant(value)
+
+
+def _values(tree: Any) -> Any:
+    return jax.tree.map(lambda x: x.value if isinstance(x, _Constant) else x, tree)
+
+
+@filter_jit
+def _batch(params, build, solver, times, kwargs, chunk_size, m):
+    """The batch as one compiled program, cached across calls (an eager ``lax.map`` or
+    ``shard_map`` would trace and compile again at every call)."""
+    (t0, t1, dt), kwargs = _values((times, kwargs))
     arrays, static = eqx.partition(params, eqx.is_array)
 
     def run(arrays):
         one = jax.vmap(lambda a: simulate(build(eqx.combine(a, static)), solver, t0, t1, dt, **kwargs))
         return one(arrays) if chunk_size is None else _chunked(one, arrays, chunk_size)
 
-    if devices is None:
+    if m is None:
         return run(arrays)
-    m = devices if isinstance(devices, Mesh) else mesh(devices)
-    if n % m.devices.size:
-        raise ValueError(f"simulate_batch: batch size {n} is not a multiple of the {m.devices.size} devices")
     spec = PartitionSpec(m.axis_names[0])
     # check_vma=False: the model's own scans (forward kinematics, chains) carry values that are
     # the same on every device into per-device loops, which the check would refuse.

@@ -19,6 +19,7 @@ from difflie.numerics import newton
 from difflie.models.rigid import heavy_top
 from difflie.models.spatial import heavy_top_spherical
 from difflie.simulate import simulate
+from difflie.solution import SaveAt
 from difflie.solvers.backward_euler import BackwardEuler
 from difflie.solvers.generalized_alpha import GeneralizedAlpha
 from difflie.solvers.rkmk import RKMK4
@@ -66,6 +67,30 @@ def test_chunked_batch_matches_vmap(batch):
     np.testing.assert_allclose(out.rotation, sol.rotation, rtol=0, atol=1e-13)
     with pytest.raises(ValueError, match="chunk_size"):
         simulate_batch(params, RKMK4(), 0.0, T1, DT, make_model=make_top, chunk_size=0)
+
+
+def test_a_batch_compiles_once_per_configuration(batch):
+    """Calls of ``simulate_batch`` that differ only in the batch's values reuse one compiled
+    program, chunked and split over devices too (eagerly, a ``lax.map`` or ``shard_map`` of a
+    new closure traced and compiled again at every call: 2-5 s each). Times and save times are
+    compile-time constants: new ones compile anew."""
+    params, sol = batch
+    traces = []
+
+    def counted(p):
+        traces.append(1)
+        return make_top(p)
+
+    ts = np.linspace(0.0, T1, 6)  # on the step grid: the same steps as the fixture's run
+    for options in ({"chunk_size": 16}, {"chunk_size": 16, "devices": jax.devices()[:1]}):
+        runs = [simulate_batch(jax.tree.map(lambda x: x * scale, params), RKMK4(), 0.0, T1, DT, make_model=counted,
+                               saveat=SaveAt(ts=ts), **options) for scale in (1.0, 1.01)]  # fmt: skip
+        assert len(traces) == 1, options
+        np.testing.assert_allclose(runs[0].rotation[:, -1], sol.rotation[:, -1], rtol=0, atol=1e-13)
+        assert np.abs(runs[1].rotation - runs[0].rotation).max() > 1e-6  # the new values were used
+        traces.clear()
+    simulate_batch(params, RKMK4(), 0.0, T1, DT, make_model=counted, saveat=SaveAt(ts=ts[:3]), chunk_size=16)
+    assert len(traces) == 1  # other save times: another program
 
 
 def test_stacked_models(batch):
