@@ -49,6 +49,7 @@ from .joint_space import LinearInterpolation, joint_coordinates, with_joint_stat
 from .lie import SO3
 from .simulate import simulate
 from .solution import SaveAt
+from .step_size import ConstantStepSize
 
 
 # -- parameterisation ------------------------------------------------------------------------
@@ -338,8 +339,18 @@ def _value_and_grad(theta, model_fn, solver, data, dt, t0, kwargs):
     return jax.value_and_grad(loss)(theta)
 
 
+def _forward_mode(kwargs: dict) -> dict:
+    """``simulate``'s keywords for forward-mode derivatives: an adaptive run differentiates in
+    reverse mode only unless told ``adjoint="forward"``."""
+    if "adjoint" in kwargs or isinstance(kwargs.get("stepsize_controller", ConstantStepSize()), ConstantStepSize):
+        return kwargs
+    return {**kwargs, "adjoint": "forward"}
+
+
 @xla.filter_jit
 def _residuals_and_jacobian(theta, model_fn, solver, data, dt, t0, kwargs):
+    kwargs = _forward_mode(kwargs)
+
     def fn(th):
         r = residuals(model_fn(th), solver, data, dt=dt, t0=t0, **kwargs)
         return r, r
@@ -350,7 +361,9 @@ def _residuals_and_jacobian(theta, model_fn, solver, data, dt, t0, kwargs):
 
 @eqx.filter_jit  # also traced inside the L-BFGS step: a nested jit takes no compiler options
 def _loss(theta, model_fn, solver, data, dt, t0, kwargs):
-    r = residuals(model_fn(theta), solver, data, dt=dt, t0=t0, **kwargs)
+    """The loss at a trial ``theta``: a run that fails there gives NaN (a rejected trial), not an
+    error that would end the fit."""
+    r = residuals(model_fn(theta), solver, data, dt=dt, t0=t0, **{**kwargs, "throw": False})
     return 0.5 * jnp.sum(r * r)
 
 

@@ -389,8 +389,9 @@ def simulate(
 ) -> Solution:
     """Integrate ``model`` from ``t0`` to ``t1`` with ``solver``.
 
-    ``dt`` is the fixed step (``ConstantStepSize``; ``n_steps`` overrides it when the times are
-    traced) or the initial step of an adaptive run (``PIDController``, bounded by
+    ``dt`` is the fixed step (``ConstantStepSize``: ``ceil((t1 - t0) / dt)`` equal steps that
+    end at ``t1``, so ``dt=3e-3`` over ``[0, 0.01]`` runs 4 steps of 2.5e-3; ``n_steps`` overrides
+    it when the times are traced) or the initial step of an adaptive run (``PIDController``, bounded by
     ``max_steps`` attempted steps), or the largest step of a ``ReducingStepSize`` run (fixed
     steps retried smaller where they fail; also bounded by ``max_steps``). Fixed steps with ``SaveAt(ts=...)`` add the save times
     that are off the uniform grid as step ends. ``checkpoint`` (fixed steps) sets what reverse
@@ -401,7 +402,7 @@ def simulate(
     ``max_steps``, Newton failure) raises: eagerly a ``SimulationError`` naming the
     reason, step and time; under ``jit`` and ``vmap`` every returned array carries the error
     (``equinox``'s runtime error with the reason; ``throw=False`` and
-    ``Solution.failure_message`` give the step and time there). A NaN
+    ``Solution.failure_message`` give the step and time there, and for a batch which runs). A NaN
     or Inf in the initial state, the times or ``SaveAt(ts)`` is refused before running where
     they are concrete, and fails at step 0 where they are traced; so are bodies that are not
     physical, initial rotations that are not rotations, and ``t1 <= t0``. An implicit solver
@@ -472,10 +473,17 @@ def simulate(
         dt0 = concrete_float(dt)
         if dt0 is not None and not dt0 > 0:
             raise ValueError(f"simulate: the initial step dt must be positive, got {dt0}")
-        ts, states, stats, result, change = _adaptive(
-            model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
-            "checkpointed" if adjoint == "checkpointed" else "lax", progress, start,
-        )  # fmt: skip
+        try:
+            ts, states, stats, result, change = _adaptive(
+                model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
+                "checkpointed" if adjoint == "checkpointed" else "lax", progress, start,
+            )  # fmt: skip
+        except TypeError as err:  # JAX's own words name neither the loop nor the remedy
+            if adjoint == "checkpointed" and "custom_vjp" in str(err):
+                raise TypeError("simulate: an adaptive run differentiates in reverse mode by default (adjoint="
+                                "'checkpointed'); for forward mode (jax.jvp, jax.jacfwd) "
+                                "pass adjoint='forward'") from err  # fmt: skip
+            raise
     elif isinstance(stepsize_controller, ConstantStepSize):
         fractions, save_index = _fixed_grid(t0, t1, dt, n_steps, saveat.ts)
         _check_resolution(t0f, t1f, None if n_steps is not None else concrete_float(dt), dtype)

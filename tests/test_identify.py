@@ -34,6 +34,7 @@ from difflie.model import Model
 from difflie.models.planar import slider_crank
 from difflie.solvers.backward_euler import BackwardEuler
 from difflie.solvers.rkmk import RKMK4
+from difflie.step_size import PIDController
 
 
 MASS = 15.0
@@ -263,3 +264,27 @@ def test_levenberg_damping_leaves_unidentifiable_combinations_alone():
     expected = theta0 + jnp.linalg.pinv(M) @ (b - M @ theta0)
     np.testing.assert_allclose(theta, expected, rtol=1e-10, atol=1e-12)
     assert abs(float(theta[0] - theta[1]) - float(theta0[0] - theta0[1])) < 1e-12
+
+
+def top_of_mass(theta):
+    """The built-in heavy top with the mass ``theta[0]``; not physical for a mass <= 0."""
+    from difflie.models import heavy_top
+
+    return heavy_top(mass=theta[0], omega0=(0.0, 15.0, -4.6))
+
+
+def test_a_trial_where_the_run_fails_is_rejected_and_adaptive_runs_fit():
+    """A trial ``theta`` whose simulation fails gives a NaN loss (Levenberg-Marquardt raises
+    its damping) instead of an error that ends the fit; an adaptive run's Jacobian is taken in
+    forward mode without being told (``adjoint="forward"``: reverse mode is its default)."""
+    from difflie.identify import _loss
+    from difflie.solvers.rkmk import Dopri5
+
+    controller = PIDController(rtol=1e-9, atol=1e-9)
+    data = measure(top_of_mass(jnp.array([15.0])), Dopri5(), (0.1, 0.2), dt=1e-2, stepsize_controller=controller)
+    args = (top_of_mass, Dopri5(), data, 1e-2, 0.0, {"stepsize_controller": controller})
+    assert np.isnan(float(_loss(jnp.array([-3.0]), *args)))  # a negative mass: the run fails at step 0
+    assert float(_loss(jnp.array([15.0]), *args)) < 1e-12
+    res = fit(top_of_mass, jnp.array([12.0]), data, Dopri5(), dt=1e-2, refine_steps=20, callback=None,
+              simulate_kwargs={"stepsize_controller": controller})  # fmt: skip
+    assert abs(float(res.theta[0]) - 15.0) < 1e-5, res.theta
