@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import equinox as eqx
+import jax
 import numpy as np
 from jaxtyping import Array, Float, Int
 
@@ -15,7 +16,9 @@ from .xla import concrete
 
 class SaveAt(eqx.Module):
     """Where to save: ``t0``/``t1`` (the ends), ``ts`` (given increasing times in ``[t0, t1]``)
-    or ``steps`` (the initial state and every accepted step). ``steps`` excludes the others."""
+    or ``steps`` (the initial state and every accepted step). ``steps`` excludes the others.
+    With fixed steps the times ``ts`` become step ends, so they must be concrete: build the
+    ``SaveAt`` from NumPy times outside ``jit``/``grad`` and close over it."""
 
     t0: bool = eqx.field(static=True, default=False)
     t1: bool = eqx.field(static=True, default=False)
@@ -73,7 +76,20 @@ class Solution(eqx.Module):
     body_names: tuple[str, ...] = eqx.field(static=True)
 
     def failure_message(self) -> str:
-        """What went wrong and where, in one line ("" after a successful run; concrete values only)."""
+        """What went wrong and where, in one line ("" after a successful run; concrete values
+        only). For a batch (``jax.vmap``, ``simulate_batch``): how many runs failed, their batch
+        indices, and the first one's message."""
+        codes = np.asarray(self.result._value)
+        if codes.ndim:
+            failed = np.argwhere(codes != np.asarray(RESULTS.successful._value))
+            if not failed.size:
+                return ""
+            first = tuple(int(i) for i in failed[0])
+            one = jax.tree.map(lambda x: x[first], self)
+            where = ", ".join(str(tuple(map(int, i)) if codes.ndim > 1 else int(i[0])) for i in failed[:10])
+            more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
+            index = first if codes.ndim > 1 else first[0]
+            return f"{len(failed)} of {codes.size} runs failed (batch indices {where}{more}); run {index}: {one.failure_message()}"
         if self.result == RESULTS.successful:
             return ""
         s = self.stats

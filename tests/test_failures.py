@@ -45,6 +45,16 @@ def test_nan_row_of_a_vmap_batch_raises():
     assert bool(jnp.all(jnp.isfinite(ok)))
 
 
+def test_a_batch_says_which_runs_failed():
+    """``throw=False`` and ``failure_message`` on a batched solution: how many failed, their
+    indices, and the first one's reason (a batch's error under ``throw=True`` cannot name them)."""
+    run = jax.vmap(lambda w: dl.simulate(dl.models.heavy_top(omega0=w), dl.RKMK4(), 0.0, 5e-3, 1e-3, throw=False))
+    sol = run(jnp.ones((4, 3)).at[1, 0].set(jnp.nan).at[3, 2].set(jnp.inf))
+    message = sol.failure_message()
+    assert message.startswith("2 of 4 runs failed (batch indices 1, 3); run 1: NaN or Inf"), message
+    assert run(jnp.ones((2, 3))).failure_message() == ""
+
+
 def test_nan_initial_state_refused_eagerly_and_fails_under_jit():
     bad = TOP.r0.at[0, 0].set(jnp.nan)
     with pytest.raises(ValueError, match="r0 of body 'top' is not finite"):
