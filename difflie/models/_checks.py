@@ -23,6 +23,14 @@ def check_positive(label: str, **values) -> None:
             raise ValueError(f"{label}: {key} must be positive, got {_show(x)}")
 
 
+def check_shapes(label: str, **values) -> None:
+    """Each value has its shape: ``name=(value, shape)``, ``None`` values skipped (shapes are
+    known under ``jit`` and ``vmap`` too, where a wrong one would fail far inside the model)."""
+    for key, (x, shape) in values.items():
+        if x is not None and np.shape(x) != shape:
+            raise ValueError(f"{label}: {key} must have shape {shape}, got {np.shape(x)}")
+
+
 def check_finite(label: str, **values) -> None:
     """Each value (an initial velocity) is finite."""
     for key, x in values.items():

@@ -12,7 +12,7 @@ from jaxtyping import ArrayLike
 from ..body import RigidBody
 from ..forces import CartesianSpringDamper, Wrench
 from ..model import Model
-from ._checks import check_finite, check_positive
+from ._checks import check_finite, check_positive, check_shapes
 
 
 def _arr(x, dtype=None):
@@ -34,7 +34,11 @@ def heavy_top(
     COM, which is ``com`` away from the fixed point in body axes; ``omega0`` is the body
     angular velocity. Defaults: Brus, Cardona and Arnold (2012) / Exudyn's heavy top,
     ``m = 15``, ``J = diag(0.234375, 0.46875, 0.234375)``, ``X = (0, 1, 0)``, ``R0 = I``.
+    Shapes: ``mass`` a scalar, ``inertia`` and ``R0`` (3, 3), ``com``, ``omega0`` and ``gravity``
+    (3,) (under ``jax.vmap`` these are the shapes of one element).
     """
+    check_shapes("heavy_top", mass=(mass, ()), inertia=(inertia, (3, 3)), com=(com, (3,)), omega0=(omega0, (3,)),
+                 R0=(R0, (3, 3)), gravity=(gravity, (3,)))  # fmt: skip
     mass = _arr(mass)
     dtype = jnp.result_type(mass, _arr(inertia), float)
     R0 = jnp.eye(3, dtype=dtype) if R0 is None else _arr(R0, dtype)
@@ -68,8 +72,11 @@ def torque_free(
 
     ``J = diag(5.2988, 1.1775, 4.3568)`` (axis 3 is the intermediate one), ``m = 1``,
     ``Omega0 = (0.01, 0, 100)``, no gravity. The flip period is ``2 K(k) / omega_tau``
-    (about 0.2993 s, Jacobi elliptic functions).
+    (about 0.2993 s, Jacobi elliptic functions). Shapes: ``mass`` a scalar, ``inertia`` and
+    ``R0`` (3, 3), ``omega0``, ``v0`` and ``r0`` (3,).
     """
+    check_shapes("torque_free", mass=(mass, ()), inertia=(inertia, (3, 3)), omega0=(omega0, (3,)), v0=(v0, (3,)),
+                 r0=(r0, (3,)), R0=(R0, (3, 3)))  # fmt: skip
     mass = _arr(mass)
     dtype = jnp.result_type(mass, _arr(inertia), float)
     body = RigidBody(mass.astype(dtype), _arr(inertia, dtype), names=("box",))

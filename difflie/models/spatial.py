@@ -18,7 +18,7 @@ from ..constraints import GROUND, ConstraintSet, prismatic, revolute, spherical,
 from ..forces import AbstractForce
 from ..model import Model
 from ..xla import concrete
-from ._checks import check_finite, check_positive
+from ._checks import check_finite, check_positive, check_shapes
 
 
 def _arr(x, dtype=None):
@@ -50,8 +50,10 @@ def heavy_top_spherical(
     ``inertia`` is about the COM, ``omega0`` the body angular velocity; the COM velocity
     ``R0 (omega0 x com)`` is consistent with the joint. Defaults: Brüls, Cardona & Arnold
     (2012): ``m = 15``, ``J = diag(0.234375, 0.46875, 0.234375)``,
-    ``X = (0, 1, 0)``, ``omega0 = (0, 150, -4.61538)``, ``R0 = I``.
+    ``X = (0, 1, 0)``, ``omega0 = (0, 150, -4.61538)``, ``R0 = I``. Shapes as ``heavy_top``'s.
     """
+    check_shapes("heavy_top_spherical", mass=(mass, ()), inertia=(inertia, (3, 3)), com=(com, (3,)),
+                 omega0=(omega0, (3,)), R0=(R0, (3, 3)), gravity=(gravity, (3,)))  # fmt: skip
     dtype = _dtype(mass, inertia)
     R0 = jnp.eye(3, dtype=dtype) if R0 is None else _arr(R0, dtype)
     com, omega0 = _arr(com, dtype), _arr(omega0, dtype)
