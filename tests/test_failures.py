@@ -347,6 +347,11 @@ def test_bad_bodies_and_model_arrays_are_named():
         (lambda: dl.Model(b2, gravity=[0.0, -9.81]), r"gravity must have shape \(3,\), got \(2,\)"),
         (lambda: dl.Model(b2, R0=jnp.eye(2)), r"R0 must have shape \(2, 3, 3\)"),
         (lambda: dl.simulate("heavy_top", dl.RKMK4(), 0.0, 0.01, 1e-3), "model must be a difflie model"),
+        (lambda: dl.models.heavy_top(omega0=jnp.ones(4)), r"heavy_top: omega0 must have shape \(3,\), got \(4,\)"),
+        (lambda: dl.models.heavy_top(mass=jnp.array([15.0])), r"mass must have shape \(\), got \(1,\)"),
+        (lambda: jax.vmap(lambda w: dl.models.heavy_top(omega0=w))(jnp.ones((3, 5))), r"omega0 must have shape \(3,\), got \(5,\)"),
+        (lambda: dl.models.heavy_top_spherical(inertia=jnp.ones(3)), r"inertia must have shape \(3, 3\)"),
+        (lambda: dl.models.torque_free(v0=jnp.zeros(2)), r"torque_free: v0 must have shape \(3,\)"),
     ]
     for make, message in cases:
         with pytest.raises(ValueError, match=message):
