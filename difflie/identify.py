@@ -32,6 +32,7 @@ inertia (nine numbers) are identifiable. A free body with a known force also yie
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -479,8 +480,24 @@ def fit(
     n, p = jac.shape
     s2 = 2.0 * loss / max(n - p, 1)
     cov = s2 * jnp.linalg.pinv(jac.T @ jac, hermitian=True)
+    _warn_if_undetermined(np.asarray(theta), np.asarray(jac), s2)
     note("final", sum(iterations.values()), loss, grad_norm)
     return FitResult(theta, loss, grad_norm, cov, s2, n, iterations, history)
+
+
+def _warn_if_undetermined(theta: np.ndarray, jac: np.ndarray, s2: float) -> None:
+    """Warn about each coordinate of ``theta`` that the data hardly see: a change by its own size
+    (or by 1 near 0) moves the whitened residuals by less than a hundredth of their spread,
+    ``sqrt(s2)`` (its standard deviation is then over 100 times that size), or by nothing at
+    all. A combination of coordinates the data do not see is not caught here."""
+    seen = np.linalg.norm(jac, axis=0) * np.maximum(np.abs(theta), 1.0)
+    loose = np.flatnonzero((seen == 0) | (seen < 1e-2 * np.sqrt(s2)))
+    if loose.size:
+        which = ", ".join(f"theta[{i}] = {theta[i]:.4g}" for i in loose[:8]) + (f" and {loose.size - 8} more" if loose.size > 8 else "")
+        warnings.warn(f"fit: the data hardly determine {which}: the measured motion hardly depends on them, and "
+                      "their estimates mean little (a robot link's parameters outside the base parameters; with "
+                      "gravity the only force, every body's mass and inertia scaled together); fix them, or measure "
+                      "a motion that depends on them", stacklevel=3)  # fmt: skip
 
 
 def _levenberg_marquardt(theta, residuals_and_jacobian, loss_fn, steps, gtol, xtol, note, check, iterations, damping="marquardt"):

@@ -8,6 +8,8 @@ inertia (nine numbers) are fitted to sampled rotations and the positions of a ma
 
 from __future__ import annotations
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -288,3 +290,24 @@ def test_a_trial_where_the_run_fails_is_rejected_and_adaptive_runs_fit():
     res = fit(top_of_mass, jnp.array([12.0]), data, Dopri5(), dt=1e-2, refine_steps=20, callback=None,
               simulate_kwargs={"stepsize_controller": controller})  # fmt: skip
     assert abs(float(res.theta[0]) - 15.0) < 1e-5, res.theta
+
+
+def free_body_of_mass(theta):
+    """A spinning body without forces: its motion does not depend on its mass ``theta[0]``."""
+    from difflie.models import torque_free
+
+    return torque_free(mass=theta[0], omega0=(0.5, 0.0, 3.0))
+
+
+def test_a_parameter_the_data_do_not_see_is_named():
+    """The motion of a free body is the same for every mass: ``fit`` says that the data do not
+    determine it (its Jacobian column is zero: the pseudo-inverse gives it no variance, so the
+    covariance alone would not show it); a mass that the motion does depend on is not named."""
+    data = measure(free_body_of_mass(jnp.array([1.0])), RKMK4(), (0.1, 0.2), dt=1e-2)
+    with pytest.warns(UserWarning, match=r"fit: the data hardly determine theta\[0\] = 2"):
+        res = fit(free_body_of_mass, jnp.array([2.0]), data, RKMK4(), dt=1e-2, refine_steps=3, callback=None)
+    assert float(res.theta[0]) == 2.0 and float(res.covariance[0, 0]) == 0.0
+    data = measure(top_of_mass(jnp.array([15.0])), RKMK4(), (0.1, 0.2), dt=1e-2, sigma_position=1e-3, key=jax.random.PRNGKey(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit(top_of_mass, jnp.array([12.0]), data, RKMK4(), dt=1e-2, refine_steps=10, callback=None)
