@@ -555,6 +555,8 @@ def _lbfgs(theta, args, steps, gtol, note, check, iterations):
     state = opt.init(theta)
     for it in range(steps):
         new, state, loss, g = update(theta, state)
+        if not bool(jnp.isfinite(loss) & jnp.all(jnp.isfinite(g))):
+            _value_and_grad(theta, *args)  # a run that fails at theta raises its own error here
         check((loss, g), "lbfgs", it)
         gnorm = float(jnp.linalg.norm(g))
         note("lbfgs", it, float(loss), gnorm)

@@ -311,3 +311,11 @@ def test_a_parameter_the_data_do_not_see_is_named():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit(top_of_mass, jnp.array([12.0]), data, RKMK4(), dt=1e-2, refine_steps=10, callback=None)
+
+
+def test_lbfgs_at_a_failing_run_says_why():
+    """L-BFGS's losses run with ``throw=False`` (a failed trial is NaN); where the current
+    ``theta`` itself fails, the run's own error is raised, not only "non-finite loss"."""
+    data = measure(top_of_mass(jnp.array([15.0])), RKMK4(), (0.1, 0.2), dt=1e-2)
+    with pytest.raises(Exception, match="not physical"):
+        fit(top_of_mass, jnp.array([-1.0]), data, RKMK4(), dt=1e-2, refine="lbfgs", refine_steps=2, callback=None)
