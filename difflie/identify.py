@@ -417,7 +417,9 @@ def fit(
     ``learning_rate``, then ``refine_steps`` of ``"gauss_newton"`` (Levenberg-Marquardt) or
     ``"lbfgs"`` (optax). Stops when ``|grad| <= gtol (1 + loss)`` or the relative step is below
     ``xtol``. ``callback(stage, iteration, loss, grad_norm)`` reports progress (every
-    ``report_every`` Adam steps, every refinement step).
+    ``report_every`` Adam steps, every refinement step). A trial ``theta`` whose simulation
+    fails counts as one that does not lower the loss. A ``UserWarning`` names each coordinate of
+    ``theta`` that the data hardly see (its estimate means little).
 
     ``damping`` of the Gauss-Newton step ``(J^T J + lam D) s = -J^T r``: ``"marquardt"``
     (Marquardt, 1963: ``D = diag(J^T J)``, invariant to the scale of each coordinate; suits a
