@@ -28,7 +28,7 @@ from .run_messages import explain_failure, start_change, warn_if_moved
 from .solution import SaveAt, SimulationError, Solution, Stats
 from .solvers.base import AbstractSolver, StepStats
 from .step_size import ConstantStepSize, PIDController, ReducingStepSize, pid_step
-from .xla import concrete_float, filter_jit
+from .xla import concrete, concrete_float, filter_jit
 
 
 class _Failure(eqx.Module):
@@ -217,10 +217,8 @@ def _fixed_grid(t0, t1, dt, n_steps, ts) -> tuple[np.ndarray, np.ndarray | None]
 
 
 def _concrete_ts(ts) -> np.ndarray | None:
-    try:
-        return np.asarray(ts, dtype=float)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
+    tsn = concrete(ts)
+    return None if tsn is None else tsn.astype(float)
 
 
 # -- adaptive steps ------------------------------------------------------------------------------
@@ -439,16 +437,13 @@ def simulate(
     t0f, t1f = concrete_float(t0), concrete_float(t1)
     if t0f is not None and t1f is not None and not t1f > t0f:
         raise ValueError(f"simulate: need t1 > t0, got t0={t0f}, t1={t1f}")
-    if saveat.ts is not None:
-        tsn = _concrete_ts(saveat.ts)
-        if tsn is not None:
-            if tsn.ndim != 1 or np.any(np.diff(tsn) <= 0):
-                raise ValueError("SaveAt(ts): times must be a strictly increasing 1-d array")
-            if t0f is not None and t1f is not None and (tsn[0] < t0f or tsn[-1] > t1f * (1 + 1e-14) + 1e-300):
-                raise ValueError(f"SaveAt(ts): times must lie in [t0, t1] = [{t0f}, {t1f}]")
-    if saveat.ts is not None:
-        tsn = _concrete_ts(saveat.ts)
-        if tsn is not None and not np.all(np.isfinite(tsn)):
+    tsn = None if saveat.ts is None else _concrete_ts(saveat.ts)
+    if tsn is not None:
+        if tsn.ndim != 1 or np.any(np.diff(tsn) <= 0):
+            raise ValueError("SaveAt(ts): times must be a strictly increasing 1-d array")
+        if t0f is not None and t1f is not None and (tsn[0] < t0f or tsn[-1] > t1f * (1 + 1e-14) + 1e-300):
+            raise ValueError(f"SaveAt(ts): times must lie in [t0, t1] = [{t0f}, {t1f}]")
+        if not np.all(np.isfinite(tsn)):
             raise ValueError(f"SaveAt(ts): times must be finite, got {tsn.tolist()}")
     for name, x in (("t0", t0f), ("t1", t1f), ("dt", concrete_float(dt))):
         if x is not None and not math.isfinite(x):

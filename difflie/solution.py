@@ -84,12 +84,12 @@ class Solution(eqx.Module):
             failed = np.argwhere(codes != np.asarray(RESULTS.successful._value))
             if not failed.size:
                 return ""
-            first = tuple(int(i) for i in failed[0])
-            one = jax.tree.map(lambda x: x[first], self)
-            where = ", ".join(str(tuple(map(int, i)) if codes.ndim > 1 else int(i[0])) for i in failed[:10])
+            indices = [tuple(int(k) for k in i) for i in failed[:10]]
+            label = [str(i) if codes.ndim > 1 else str(i[0]) for i in indices]
+            one = jax.tree.map(lambda x: x[indices[0]], self)
             more = f" and {len(failed) - 10} more" if len(failed) > 10 else ""
-            index = first if codes.ndim > 1 else first[0]
-            return f"{len(failed)} of {codes.size} runs failed (batch indices {where}{more}); run {index}: {one.failure_message()}"
+            return (f"{len(failed)} of {codes.size} runs failed (batch indices {', '.join(label)}{more}); "
+                    f"run {label[0]}: {one.failure_message()}")
         if self.result == RESULTS.successful:
             return ""
         s = self.stats
