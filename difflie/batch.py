@@ -24,8 +24,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .results import RESULTS, carrying_error
 from .simulate import simulate
-from .solution import SaveAt, Solution
+from .solution import SaveAt, SimulationError, Solution
 from .xla import concrete, filter_jit
 
 
@@ -94,6 +95,11 @@ def simulate_batch(
     ``t1``, ``dt`` and ``SaveAt(ts)`` are constants of that program (other times compile
     another); pass ``make_model`` as the same function each time (a new ``lambda`` per call
     compiles anew).
+
+    ``throw=True`` (the default, as for ``simulate``): a failed run raises. Called outside any
+    trace, a ``SimulationError`` says how many runs failed, their batch indices and the first
+    one's step, time and reason (``Solution.failure_message``); traced, every returned array
+    carries the first failed run's reason, as ``simulate``'s do.
     """
     n = batch_size(params)
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
@@ -106,7 +112,23 @@ def simulate_batch(
     times = tuple(_constant(x) for x in (t0, t1, dt))
     if isinstance(kwargs.get("saveat"), SaveAt) and kwargs["saveat"].ts is not None:
         kwargs["saveat"] = eqx.tree_at(lambda s: s.ts, kwargs["saveat"], _constant(kwargs["saveat"].ts))
-    return _batch(params, _as_given if make_model is None else make_model, solver, times, kwargs, chunk_size, m)
+    throw = kwargs.pop("throw", True)
+    sol = _batch(params, _as_given if make_model is None else make_model, solver, times, kwargs | {"throw": False}, chunk_size, m)
+    return _thrown(sol) if throw else sol
+
+
+def _thrown(sol: Solution) -> Solution:
+    """``sol`` if every run succeeded; else, eagerly, a ``SimulationError`` naming the failed runs,
+    and traced, the outputs carrying the first failed run's error (``results.carrying_error``)."""
+    codes = sol.result._value.reshape(-1)
+    failed = codes != RESULTS.successful._value
+    if concrete(failed) is not None:
+        if np.any(concrete(failed)):
+            raise SimulationError(sol.failure_message())
+        return sol
+    first = eqx.tree_at(lambda r: r._value, sol.result, codes[jax.numpy.argmax(failed)])
+    ts, states = carrying_error(first, jax.numpy.any(failed), (sol.ts, sol.states))
+    return eqx.tree_at(lambda s: (s.ts, s.states), sol, (ts, states))
 
 
 def _as_given(params: Any) -> Any:

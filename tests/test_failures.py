@@ -47,12 +47,30 @@ def test_nan_row_of_a_vmap_batch_raises():
 
 def test_a_batch_says_which_runs_failed():
     """``throw=False`` and ``failure_message`` on a batched solution: how many failed, their
-    indices, and the first one's reason (a batch's error under ``throw=True`` cannot name them)."""
+    indices, and the first one's reason."""
     run = jax.vmap(lambda w: dl.simulate(dl.models.heavy_top(omega0=w), dl.RKMK4(), 0.0, 5e-3, 1e-3, throw=False))
     sol = run(jnp.ones((4, 3)).at[1, 0].set(jnp.nan).at[3, 2].set(jnp.inf))
     message = sol.failure_message()
     assert message.startswith("2 of 4 runs failed (batch indices 1, 3); run 1: NaN or Inf"), message
     assert run(jnp.ones((2, 3))).failure_message() == ""
+
+
+def test_simulate_batch_raises_naming_the_failed_runs():
+    """``simulate_batch`` with ``throw=True``: eagerly a ``SimulationError`` naming the failed
+    runs; traced, the first failed run's reason on the outputs."""
+    def batch(w):
+        return dl.batch.simulate_batch(w, dl.RKMK4(), 0.0, 5e-3, 1e-3, make_model=_spinning_top)
+
+    bad = jnp.ones((4, 3)).at[1, 0].set(jnp.nan).at[3, 2].set(jnp.inf)
+    with pytest.raises(dl.SimulationError, match=r"^2 of 4 runs failed \(batch indices 1, 3\); run 1: NaN or Inf"):
+        batch(bad)
+    assert batch(jnp.ones((4, 3))).failure_message() == ""
+    with pytest.raises(Exception, match="NaN or Inf"):
+        jax.block_until_ready(jax.jit(lambda w: batch(w).position)(bad))
+
+
+def _spinning_top(w):
+    return dl.models.heavy_top(omega0=w)
 
 
 def test_nan_initial_state_refused_eagerly_and_fails_under_jit():
