@@ -5,7 +5,7 @@ debug option ``xla_cpu_experimental_ynn_fusion_type``; its default offloads dots
 reductions). A simulation's reductions are many short ones (3-vectors, 3x3 blocks, over bodies,
 constraint rows, Jacobian columns or a ``vmap`` batch), and for those the library call is
 5-20x slower than XLA's own loop: a batch of 4096 ``J @ omega`` products takes 300 us instead of
-16 us, a four link step 430 us instead of 160-280 us (``benchmarks/RESULTS.md``).
+16 us, a four link step 430 us instead of 160-280 us (``benchmarks/history/2026-11.md``, 2026-11-23).
 
 It also turns off XLA's newer MLIR fusion emitters (``xla_cpu_use_fusion_emitters``): the
 classic emitters run the same fusions 6-27 % faster here (single pendulum, four link,
@@ -15,8 +15,8 @@ generalized-alpha heavy top, RKMK4 forward and gradient; same process, alternati
 
 On a GPU, XLA's fusion autotuner (``xla_gpu_experimental_enable_fusion_autotuner``) compiles
 competing code for a fusion once it is large enough, and a ``vmap`` batch makes a simulation's
-fusions large: 4096 Pandas compiled in 120 s with it and in 4.3 s without, each batch step then
-taking the same time (7.9 ms against 7.8 ms; H100, ``benchmarks/RESULTS.md``).
+fusions large: 4096 Pandas compiled in 120.4 s with it and in 4.3 s without, each batch step then
+taking as long (H100, ``benchmarks/RESULTS.md``, GPU batches).
 ``GPU_COMPILER_OPTIONS`` turns it off.
 
 ``RUN_ONCE_OPTIONS`` compile without LLVM's optimisation, for a program that runs once, such

@@ -16,7 +16,7 @@ releases that have it, on CPU, a ``vmap`` of the LAPACK calls here hands each ca
 less work than that (a ``lax.map`` over chunks), which LAPACK runs on the calling thread: a
 ``vmap`` of 1024 chains of 32 bodies runs on two cores instead of hanging. With a one-thread
 pool (one core, or ``taskset -c 0``) jaxlib never splits a batch and the guard steps aside;
-where it acts, the chunks cost 5-12 % (``benchmarks/RESULTS.md``). The factors carry no derivatives:
+where it acts, the chunks cost 6-12 % (``benchmarks/RESULTS.md``, Hundreds of bodies). The factors carry no derivatives:
 a solve is a ``jax.lax.custom_linear_solve`` with the matrix's product and an inverse has the
 rule ``d(A^{-1}) = -A^{-1} dA A^{-1}``, so both differentiate, forward and reverse, without
 passing through LAPACK, on every platform and release.
