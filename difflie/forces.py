@@ -37,7 +37,8 @@ class AbstractForce(eqx.Module):
 
     # True for an element whose wrench depends on the bodies' accelerations (``inertial``): the
     # rotor inertias of joints. ``Model.newton_euler`` adds it where accelerations are unknowns
-    # (the implicit solvers); the explicit ones, which need ``M`` block-diagonal, refuse it.
+    # (the implicit solvers); the explicit ones, which need ``M`` block-diagonal, and the
+    # variational ones, which take forces as wrenches of the state, refuse it.
     accelerated: ClassVar[bool] = False
 
     def __call__(self, t, r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
