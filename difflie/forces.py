@@ -1,4 +1,4 @@
-"""Force elements: applied wrenches and linear spring-dampers, stacked by type.
+"""Force elements: applied wrenches, linear and rotational spring-dampers, stacked by type.
 
 Every element is called as ``element(t, r, R, rdot, omega) -> (f, tau)`` with the state of all
 ``nb`` bodies (COM position ``r`` (nb, 3), body-to-world ``R`` (nb, 3, 3), COM world velocity
@@ -37,7 +37,8 @@ class AbstractForce(eqx.Module):
 
     # True for an element whose wrench depends on the bodies' accelerations (``inertial``): the
     # rotor inertias of joints. ``Model.newton_euler`` adds it where accelerations are unknowns
-    # (the implicit solvers); the explicit ones, which need ``M`` block-diagonal, refuse it.
+    # (the implicit solvers); the explicit ones, which need ``M`` block-diagonal, and the
+    # variational ones, which take forces as wrenches of the state, refuse it.
     accelerated: ClassVar[bool] = False
 
     def __call__(self, t, r, R, rdot, omega) -> tuple[Float[Array, "nb 3"], Float[Array, "nb 3"]]:
@@ -495,6 +496,49 @@ class BallSpring(AbstractForce):
         M = mm(jnp.swapaxes(mm(Rp, self.relative_rotation.astype(dtype)), -1, -2), Rc)
         v = SO3(mm(jnp.swapaxes(self.rest.astype(dtype), -1, -2), M)).log()
         return jnp.zeros_like(r), _couples(self.parent, self.child, R, Rp, -self.stiffness.astype(dtype)[:, None] * v)
+
+
+class RotationalSpringDamper(AbstractForce):
+    """Rotational spring-dampers between two bodies (a torsional bushing): element ``k`` turns
+    body ``child[k]`` relative to ``parent[k]`` (-1: ground) by ``M = R_p^T R_c``, at rest
+    ``M = S`` (``rest``, default the identity), and gives the child the couple
+
+        tau = -k phi - c omega_rel,    phi = log(S^T M),
+
+    in the child's axes (``phi`` the rotation vector from rest; ``omega_rel`` the child's angular
+    velocity relative to the parent, in its axes), and the parent the opposite couple. The spring
+    has the potential ``k |phi|^2 / 2`` (``dexp(phi)^T phi = phi``), the damper dissipates
+    ``c |omega_rel|^2``; for small angles about one principal axis of inertia ``J`` of a body on
+    the ground it rings at ``sqrt(k / J - (c / 2J)^2)`` with decay rate ``c / 2J``.
+    ``stiffness``, ``damping`` (n,) and ``rest`` (n, 3, 3) are leaves; body indices are static.
+    """
+
+    parent: tuple[int, ...] = eqx.field(static=True)
+    child: tuple[int, ...] = eqx.field(static=True)
+    stiffness: Float[Array, " n"]
+    damping: Float[Array, " n"]
+    rest: Float[Array, "n 3 3"]
+
+    def __init__(self, parent, child, stiffness, damping=0.0, rest=None):
+        self.parent = tuple(int(i) for i in np.atleast_1d(parent))
+        self.child = tuple(int(i) for i in np.atleast_1d(child))
+        n = len(self.child)
+        if len(self.parent) != n or any(c < 0 for c in self.child) or any(p < -1 for p in self.parent):
+            raise ValueError(f"RotationalSpringDamper: one parent (>= -1) per child (>= 0); got {self.parent}, {self.child}")
+        self.stiffness = jnp.broadcast_to(jnp.asarray(stiffness), (n,))
+        self.damping = jnp.broadcast_to(jnp.asarray(damping), (n,))
+        self.rest = jnp.broadcast_to(jnp.eye(3) if rest is None else jnp.asarray(rest), (n, 3, 3))
+
+    def coupling(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.parent, self.child))
+
+    def __call__(self, t, r, R, rdot, omega):
+        dtype = r.dtype
+        Rp, Rc = _parent_rotations(self.parent, R), R[np.asarray(self.child)]
+        phi = SO3(mm(jnp.swapaxes(mm(Rp, self.rest.astype(dtype)), -1, -2), Rc)).log()
+        omega_rel = _relative_angular_velocity(self.parent, self.child, R, omega)
+        tau = -self.stiffness.astype(dtype)[:, None] * phi - self.damping.astype(dtype)[:, None] * omega_rel
+        return jnp.zeros_like(r), _couples(self.parent, self.child, R, Rp, tau)
 
 
 class BallTorque(AbstractForce):

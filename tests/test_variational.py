@@ -73,3 +73,17 @@ def test_no_solution_reported_for_too_large_a_step():
     assert ok.result == dl.RESULTS.successful
     bad = dl.simulate(sphere, dl.DQVI(), 0.0, 0.5, 0.15, throw=False)  # h |omega| = 1.5
     assert bad.result == dl.RESULTS.no_solution
+
+
+@pytest.mark.parametrize("solver", [dl.DQVI(), dl.SO3xR3Variational()], ids=["dqvi", "so3xr3"])
+def test_refuses_rotor_inertia(solver):
+    """A joint's rotor inertia (``JointInertia``, MJCF armature) acts through the accelerations,
+    which a variational step does not have: refused with a ``ValueError`` before running, as the
+    explicit solvers refuse it. Before, both ran without it: a body spun up about a joint axis
+    with inertia 0.1 and a rotor of 0.3 by a unit torque reached 7.0 rad/s after 0.5 s where
+    ``GeneralizedAlpha`` (and the exact 2 + 0.5 / 0.4) gives 3.25."""
+    joint = dl.forces.JointForce(-1, 0, jnp.array([0.0, 0.0, 1.0]), torque=jnp.array([1.0]))
+    rotor = dl.forces.JointInertia(joint, jnp.array([0.3]))
+    model = dl.Model(dl.RigidBody(1.0, 0.1 * jnp.eye(3)), gravity=jnp.zeros(3), forces=[joint, rotor])
+    with pytest.raises(ValueError, match="JointInertia"):
+        dl.simulate(model, solver, 0.0, 0.5, 1e-3)

@@ -281,13 +281,21 @@ class _ModelWrench(eqx.Module):
 
 
 def _check_one_free_body(model) -> None:
-    """A ``ValueError`` unless ``model`` is one body without constraints."""
+    """A ``ValueError`` unless ``model`` is one body without constraints or force elements
+    that act through the accelerations (``AbstractForce.accelerated``)."""
     if isinstance(model, FreeBody):
         return
     if model.num_bodies != 1:
         raise ValueError(f"variational integrators take a model with one body, got {model.num_bodies} bodies")
     if model.constraints is not None:
         raise ValueError("variational integrators take a model without constraints")
+    inertial = [element for element in model.forces if element.accelerated]
+    if inertial:
+        raise ValueError(
+            f"variational integrators take the model's force elements as wrenches of the state; its "
+            f"{type(inertial[0]).__name__} (joint rotor inertias, MJCF armature) acts through the accelerations, which only "
+            "the implicit solvers (GeneralizedAlpha, BackwardEuler) have as unknowns"
+        )
 
 
 def as_free_body(model) -> FreeBody:
