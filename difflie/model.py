@@ -9,6 +9,7 @@ solver never reads ``fixed_origin`` or ``constraints`` itself.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import equinox as eqx
@@ -23,6 +24,27 @@ from .forces import AbstractForce, gravity_forces
 from .lie import cross
 from .lie.ops import mv
 
+
+
+# The static fields of force elements that hold body indices (-1 the ground, except ``body``).
+_BODY_FIELDS = {"body": 0, "body_a": -1, "body_b": -1, "parent": -1, "child": 0}
+
+
+def _check_body_indices(element, where: str, nb: int) -> None:
+    """A ``ValueError`` naming the field of ``element`` (or of a module inside it, such as a
+    ``JointInertia``'s joints) that holds a body index outside the model's ``nb`` bodies: a
+    gather would clamp it to the last body, a scatter drop it, without a word."""
+    for field in dataclasses.fields(element):
+        value = getattr(element, field.name, None)
+        if isinstance(value, eqx.Module):
+            _check_body_indices(value, f"{where}.{field.name}", nb)
+        elif field.name in _BODY_FIELDS and isinstance(value, tuple) and all(isinstance(i, (int, np.integer)) for i in value):
+            low = _BODY_FIELDS[field.name]
+            bad = [i for i in value if not low <= i < nb]
+            if bad:
+                ground = ", -1 the ground" if low < 0 else ""
+                raise ValueError(f"Model: {where}.{field.name} names body {bad[0]}, but the model has {nb} "
+                                 f"{'body' if nb == 1 else 'bodies'} (indices 0 to {nb - 1}{ground})")  # fmt: skip
 
 
 def _per_body(x, default, name: str, shape: tuple[int, ...], dtype) -> Array:
@@ -129,9 +151,10 @@ class Model(eqx.Module):
             raise ValueError(f"Model: body_names must be unique, got {self.body_names}")
         if len(self.fixed_origin) != nb:
             raise ValueError(f"Model: fixed_origin has {len(self.fixed_origin)} entries for {nb} bodies")
-        for f in self.forces:
+        for k, f in enumerate(self.forces):
             if not callable(f):
                 raise ValueError(f"Model: force element {f!r} is not callable")
+            _check_body_indices(f, f"forces[{k}] ({type(f).__name__})", nb)
         self.check_finite()
         self.check_physical()
         lengths = concrete(self.ulvc_lengths)

@@ -356,3 +356,25 @@ def test_load_solution_refuses_other_files(tmp_path):
     np.savez(other, t=np.zeros(3))
     with pytest.raises(ValueError, match=r"other\.npz lacks \['body_names', 'position'"):
         dl.load_solution(other)
+
+
+@pytest.mark.parametrize(
+    "element, message",
+    [
+        (lambda: dl.forces.BallSpring((-1,), (3,), jnp.eye(3)[None], jnp.eye(3)[None], jnp.array([5.0])),
+         r"forces\[0\] \(BallSpring\)\.child names body 3, but the model has 2 bodies \(indices 0 to 1\)"),
+        (lambda: dl.forces.SpringDamper(-2, [0.0, 0.0, 0.0], 0, [0.0, 0.0, 0.0], 1.0),
+         r"forces\[0\] \(SpringDamper\)\.body_a names body -2, .* -1 the ground\)"),
+        (lambda: dl.forces.CartesianSpringDamper(-1, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], 1.0),
+         r"forces\[0\] \(CartesianSpringDamper\)\.body names body -1"),
+        (lambda: dl.forces.JointInertia(dl.forces.JointForce(-1, 2, jnp.array([0.0, 0.0, 1.0])), jnp.array([0.3])),
+         r"forces\[0\] \(JointInertia\)\.joints\.child names body 2"),
+    ],
+    ids=["ball_spring", "spring_damper", "cartesian", "joint_inertia"],
+)
+def test_force_elements_with_a_body_index_outside_the_model_are_refused(element, message):
+    """Before, the model was accepted and ran: a gather clamped the index to the last body, a
+    scatter dropped it."""
+    bodies = dl.RigidBody(jnp.ones(2), jnp.stack([jnp.eye(3)] * 2))
+    with pytest.raises(ValueError, match=message):
+        dl.Model(bodies, r0=jnp.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), forces=[element()])
