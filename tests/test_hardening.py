@@ -17,7 +17,7 @@ import pytest
 import difflie as dl
 from difflie.expr import MAX_DEPTH, Expression, ExpressionError
 from difflie.io.model_file import ModelFileError, load_model
-from difflie.lie import SE3, SO3, UnitDualQuaternion, UnitQuaternion
+from difflie.lie import SE3, SO3, UnitDualQuaternion, UnitQuaternion, hat
 from difflie.simulate import MAX_STEPS, fixed_step_count, memory_estimate
 
 PENDULUM = {
@@ -176,6 +176,25 @@ def test_checked_constructors_pass_rotations_and_leave_traced_input_alone():
     bad_row = np.eye(4)
     bad_row[3, 0] = 1.0
     with pytest.raises(ValueError, match=r"SE3.from_matrix: not a homogeneous transform \(last row"):
+        SE3.from_matrix(bad_row)
+
+
+def test_transforms_with_rounding_in_the_last_row_are_accepted():
+    """``expm`` of a twist and ``inv`` of a transform leave ~1e-17 in the last row: the row is
+    checked to the rotation's tolerance, not exactly."""
+    from scipy.linalg import expm
+
+    twist = np.zeros((4, 4))
+    twist[:3, :3] = np.array(hat(jnp.array([1.0, 2.0, -0.5])))
+    twist[:3, 3] = [1.0, 2.0, 3.0]
+    for T in (expm(twist), np.linalg.inv(expm(twist))):
+        assert np.any(T[3] != [0.0, 0.0, 0.0, 1.0])  # the case this test is about
+        for G in (SE3, dl.SO3xR3, UnitDualQuaternion):
+            np.testing.assert_allclose(G.from_matrix(T).as_matrix(), T, atol=1e-14)
+    np.testing.assert_allclose(SE3.from_matrix(expm(twist)).log(), [1.0, 2.0, 3.0, 1.0, 2.0, -0.5], atol=1e-13)
+    bad_row = np.eye(4)
+    bad_row[3, 3] = 1.01
+    with pytest.raises(ValueError, match=r"SE3.from_matrix: not a homogeneous transform \(last row .*off by 1\.00e-02"):
         SE3.from_matrix(bad_row)
 
 

@@ -231,14 +231,17 @@ def check_rotation_matrix(m, where: str) -> None:
 
 def check_transform(m, where: str) -> None:
     """``check_rotation_matrix`` for the rotation block of a concrete 4x4 homogeneous transform,
-    whose last row must be ``(0, 0, 0, 1)``; traced values pass unchecked."""
+    whose last row must be ``(0, 0, 0, 1)`` to the same tolerance (a transform from ``expm`` or
+    ``inv`` carries rounding there); traced values pass unchecked."""
     a = _concrete(m)
     if a is None:
         return
     if a.shape[-2:] != (4, 4):
         raise ValueError(f"{where}: expected (..., 4, 4) matrices, got shape {a.shape}")
-    if not np.all(a[..., 3, :] == np.array([0, 0, 0, 1], a.dtype)):
-        raise ValueError(f"{where}: not a homogeneous transform (last row must be 0, 0, 0, 1)")
+    last = a[..., 3, :].astype(np.float64) - np.array([0.0, 0.0, 0.0, 1.0])
+    if not np.all(np.abs(last) <= _tolerance(a)):
+        err = float(np.max(np.where(np.isnan(last), np.inf, np.abs(last))))
+        raise ValueError(f"{where}: not a homogeneous transform (last row must be 0, 0, 0, 1; off by {err:.2e})")
     if not np.all(np.isfinite(a[..., :3, 3])):
         raise ValueError(f"{where}: non-finite translation")
     check_rotation_matrix(a[..., :3, :3], where)
