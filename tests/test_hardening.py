@@ -198,6 +198,36 @@ def test_transforms_with_rounding_in_the_last_row_are_accepted():
         SE3.from_matrix(bad_row)
 
 
+def test_constructors_from_quaternions_and_rotation_translation_pairs_check_their_input():
+    """The other public constructors check a concrete input as ``from_matrix`` and
+    ``from_wxyz`` do: a non-unit quaternion gave ``SO3.from_quaternion`` the matrix ``4 I``, a
+    scaled rotation went into ``from_rotation_translation`` unnoticed, and a (3,) quaternion or a
+    (4,) translation failed inside JAX's broadcasting."""
+    R = 1.1 * np.eye(3)
+    with pytest.raises(ValueError, match=r"SO3.from_quaternion: not a unit quaternion \(norm 2\)"):
+        SO3.from_quaternion(jnp.array([2.0, 0.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match=r"SO3.from_quaternion: expected \(\.\.\., 4\) quaternions, got shape \(3,\)"):
+        SO3.from_quaternion(jnp.array([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="UnitDualQuaternion.from_quaternion_translation: not a unit quaternion"):
+        UnitDualQuaternion.from_quaternion_translation(jnp.array([2.0, 0.0, 0.0, 0.0]), jnp.zeros(3))
+    for G in (SE3, dl.SO3xR3, UnitDualQuaternion):
+        with pytest.raises(ValueError, match=rf"{G.__name__}.from_rotation_translation: not a rotation matrix"):
+            G.from_rotation_translation(R, jnp.zeros(3))
+    for G in (SE3, dl.SO3xR3):
+        with pytest.raises(ValueError, match=rf"{G.__name__}.from_rotation_translation: expected \(\.\.\., 3\) translations, got shape \(4,\)"):
+            G.from_rotation_translation(jnp.eye(3), jnp.zeros(4))
+        with pytest.raises(ValueError, match=rf"{G.__name__}.from_rotation_translation: non-finite translation"):
+            G.from_rotation_translation(jnp.eye(3), jnp.array([0.0, jnp.nan, 0.0]))
+    # valid input passes (a batch of rotations with one translation), traced input is not inspected
+    Rs = SO3.exp(jnp.array([[0.3, -0.2, 1.1], [0.0, 0.0, 3.0]])).matrix
+    g = SE3.from_rotation_translation(Rs, jnp.ones(3))
+    assert g.batch_shape == (2,)
+    q = UnitDualQuaternion.from_rotation_translation(Rs, jnp.ones(3))
+    np.testing.assert_allclose(q.as_matrix(), g.as_matrix(), atol=1e-15)
+    np.testing.assert_allclose(SO3.from_quaternion(q.real).matrix, Rs, atol=1e-15)
+    np.testing.assert_array_equal(jax.jit(lambda q: SO3.from_quaternion(q).matrix)(jnp.array([2.0, 0, 0, 0])), 4 * np.eye(3))
+
+
 def test_unit_quaternion_checked_constructor():
     with pytest.raises(ValueError, match=r"UnitQuaternion.from_wxyz: not a unit quaternion \(norm 1\.41421\)"):
         UnitQuaternion.from_wxyz(jnp.array([1.0, 1.0, 0.0, 0.0]))

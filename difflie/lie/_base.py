@@ -247,6 +247,16 @@ def check_transform(m, where: str) -> None:
     check_rotation_matrix(a[..., :3, :3], where)
 
 
+def check_translation(r, where: str) -> None:
+    """Raise ``ValueError`` unless ``r`` is (..., 3) (any value) and, where concrete, finite."""
+    shape = jnp.shape(r)
+    if shape[-1:] != (3,):
+        raise ValueError(f"{where}: expected (..., 3) translations, got shape {shape}")
+    a = _concrete(r)
+    if a is not None and not np.all(np.isfinite(a)):
+        raise ValueError(f"{where}: non-finite translation")
+
+
 def check_unit_quaternion(q, where: str) -> None:
     """Raise ``ValueError`` unless the concrete ``q`` (..., 4) has unit norm to its dtype's
     precision; traced values pass unchecked."""
