@@ -40,6 +40,19 @@ def _tangents(fun, cls, name: str, position: int):
     return checked
 
 
+def _checked_act(fun):
+    """``act`` with the points' last axis checked, naming the group."""
+
+    @functools.wraps(fun)
+    def checked(self, points, *args):
+        shape = jnp.shape(points)
+        if shape[-1:] != (3,):
+            raise ValueError(f"{type(self).__name__}.act: expected points of shape (..., 3), got shape {shape}")
+        return fun(self, points, *args)
+
+    return checked
+
+
 class _EagerMethod:
     """A method that runs as one compiled program when called outside a trace
     (``difflie.xla.eager``). A descriptor that binds with ``functools.partial``: equinox turns a
@@ -76,7 +89,7 @@ class AbstractLieGroup(eqx.Module):
             elif isinstance(member, staticmethod):
                 setattr(cls, name, staticmethod(_tangents(eager(member.__func__, static_argnums=()), cls, name, 0)))
             elif callable(member) and not getattr(member, "__isabstractmethod__", False):
-                setattr(cls, name, _EagerMethod(member))
+                setattr(cls, name, _EagerMethod(_checked_act(member) if name == "act" else member))
 
     # -- constructors ---------------------------------------------------------------------------
 
