@@ -17,7 +17,7 @@ import pytest
 import difflie as dl
 from difflie.expr import MAX_DEPTH, Expression, ExpressionError
 from difflie.io.model_file import ModelFileError, load_model
-from difflie.lie import SE3, SO3, UnitDualQuaternion, UnitQuaternion
+from difflie.lie import SE3, SO3, UnitDualQuaternion, UnitQuaternion, hat
 from difflie.simulate import MAX_STEPS, fixed_step_count, memory_estimate
 
 PENDULUM = {
@@ -177,6 +177,55 @@ def test_checked_constructors_pass_rotations_and_leave_traced_input_alone():
     bad_row[3, 0] = 1.0
     with pytest.raises(ValueError, match=r"SE3.from_matrix: not a homogeneous transform \(last row"):
         SE3.from_matrix(bad_row)
+
+
+def test_transforms_with_rounding_in_the_last_row_are_accepted():
+    """``expm`` of a twist and ``inv`` of a transform leave ~1e-17 in the last row: the row is
+    checked to the rotation's tolerance, not exactly."""
+    from scipy.linalg import expm
+
+    twist = np.zeros((4, 4))
+    twist[:3, :3] = np.array(hat(jnp.array([1.0, 2.0, -0.5])))
+    twist[:3, 3] = [1.0, 2.0, 3.0]
+    for T in (expm(twist), np.linalg.inv(expm(twist))):
+        assert np.any(T[3] != [0.0, 0.0, 0.0, 1.0])  # the case this test is about
+        for G in (SE3, dl.SO3xR3, UnitDualQuaternion):
+            np.testing.assert_allclose(G.from_matrix(T).as_matrix(), T, atol=1e-14)
+    np.testing.assert_allclose(SE3.from_matrix(expm(twist)).log(), [1.0, 2.0, 3.0, 1.0, 2.0, -0.5], atol=1e-13)
+    bad_row = np.eye(4)
+    bad_row[3, 3] = 1.01
+    with pytest.raises(ValueError, match=r"SE3.from_matrix: not a homogeneous transform \(last row .*off by 1\.00e-02"):
+        SE3.from_matrix(bad_row)
+
+
+def test_constructors_from_quaternions_and_rotation_translation_pairs_check_their_input():
+    """The other public constructors check a concrete input as ``from_matrix`` and
+    ``from_wxyz`` do: a non-unit quaternion gave ``SO3.from_quaternion`` the matrix ``4 I``, a
+    scaled rotation went into ``from_rotation_translation`` unnoticed, and a (3,) quaternion or a
+    (4,) translation failed inside JAX's broadcasting."""
+    R = 1.1 * np.eye(3)
+    with pytest.raises(ValueError, match=r"SO3.from_quaternion: not a unit quaternion \(norm 2\)"):
+        SO3.from_quaternion(jnp.array([2.0, 0.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match=r"SO3.from_quaternion: expected \(\.\.\., 4\) quaternions, got shape \(3,\)"):
+        SO3.from_quaternion(jnp.array([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="UnitDualQuaternion.from_quaternion_translation: not a unit quaternion"):
+        UnitDualQuaternion.from_quaternion_translation(jnp.array([2.0, 0.0, 0.0, 0.0]), jnp.zeros(3))
+    for G in (SE3, dl.SO3xR3, UnitDualQuaternion):
+        with pytest.raises(ValueError, match=rf"{G.__name__}.from_rotation_translation: not a rotation matrix"):
+            G.from_rotation_translation(R, jnp.zeros(3))
+    for G in (SE3, dl.SO3xR3):
+        with pytest.raises(ValueError, match=rf"{G.__name__}.from_rotation_translation: expected \(\.\.\., 3\) translations, got shape \(4,\)"):
+            G.from_rotation_translation(jnp.eye(3), jnp.zeros(4))
+        with pytest.raises(ValueError, match=rf"{G.__name__}.from_rotation_translation: non-finite translation"):
+            G.from_rotation_translation(jnp.eye(3), jnp.array([0.0, jnp.nan, 0.0]))
+    # valid input passes (a batch of rotations with one translation), traced input is not inspected
+    Rs = SO3.exp(jnp.array([[0.3, -0.2, 1.1], [0.0, 0.0, 3.0]])).matrix
+    g = SE3.from_rotation_translation(Rs, jnp.ones(3))
+    assert g.batch_shape == (2,)
+    q = UnitDualQuaternion.from_rotation_translation(Rs, jnp.ones(3))
+    np.testing.assert_allclose(q.as_matrix(), g.as_matrix(), atol=1e-15)
+    np.testing.assert_allclose(SO3.from_quaternion(q.real).matrix, Rs, atol=1e-15)
+    np.testing.assert_array_equal(jax.jit(lambda q: SO3.from_quaternion(q).matrix)(jnp.array([2.0, 0, 0, 0])), 4 * np.eye(3))
 
 
 def test_unit_quaternion_checked_constructor():

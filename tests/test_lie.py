@@ -2,6 +2,7 @@
 
 import functools
 import math
+import re
 
 import hypothesis.strategies as st
 import jax
@@ -390,3 +391,15 @@ def test_a_tangent_of_the_wrong_size_is_named(group):
         with pytest.raises(ValueError, match=rf"{group.__name__}\.{name}: expected tangent vectors of shape \(\.\.\., {group.tangent_dim}\)"):
             getattr(group, name)(wrong)
     assert jax.vmap(group.dexp)(jnp.zeros((2, group.tangent_dim))).shape == (2, group.tangent_dim, group.tangent_dim)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_points_of_the_wrong_size_are_named(group):
+    """``act`` (and ``g @ points``) names the group and the shape, where it failed inside
+    ``einsum`` ("Size of label 'j' for operand 1 ...")."""
+    g = group.identity()
+    for points in (jnp.zeros(4), jnp.zeros((2, 2))):
+        with pytest.raises(ValueError, match=rf"^{group.__name__}\.act: expected points of shape \(\.\.\., 3\), got shape {re.escape(str(points.shape))}"):
+            g @ points
+    assert (g @ jnp.ones((2, 3))).shape == (2, 3)
+

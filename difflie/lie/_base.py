@@ -40,6 +40,19 @@ def _tangents(fun, cls, name: str, position: int):
     return checked
 
 
+def _checked_act(fun):
+    """``act`` with the points' last axis checked, naming the group."""
+
+    @functools.wraps(fun)
+    def checked(self, points, *args):
+        shape = jnp.shape(points)
+        if shape[-1:] != (3,):
+            raise ValueError(f"{type(self).__name__}.act: expected points of shape (..., 3), got shape {shape}")
+        return fun(self, points, *args)
+
+    return checked
+
+
 class _EagerMethod:
     """A method that runs as one compiled program when called outside a trace
     (``difflie.xla.eager``). A descriptor that binds with ``functools.partial``: equinox turns a
@@ -76,7 +89,7 @@ class AbstractLieGroup(eqx.Module):
             elif isinstance(member, staticmethod):
                 setattr(cls, name, staticmethod(_tangents(eager(member.__func__, static_argnums=()), cls, name, 0)))
             elif callable(member) and not getattr(member, "__isabstractmethod__", False):
-                setattr(cls, name, _EagerMethod(member))
+                setattr(cls, name, _EagerMethod(_checked_act(member) if name == "act" else member))
 
     # -- constructors ---------------------------------------------------------------------------
 
@@ -231,17 +244,30 @@ def check_rotation_matrix(m, where: str) -> None:
 
 def check_transform(m, where: str) -> None:
     """``check_rotation_matrix`` for the rotation block of a concrete 4x4 homogeneous transform,
-    whose last row must be ``(0, 0, 0, 1)``; traced values pass unchecked."""
+    whose last row must be ``(0, 0, 0, 1)`` to the same tolerance (a transform from ``expm`` or
+    ``inv`` carries rounding there); traced values pass unchecked."""
     a = _concrete(m)
     if a is None:
         return
     if a.shape[-2:] != (4, 4):
         raise ValueError(f"{where}: expected (..., 4, 4) matrices, got shape {a.shape}")
-    if not np.all(a[..., 3, :] == np.array([0, 0, 0, 1], a.dtype)):
-        raise ValueError(f"{where}: not a homogeneous transform (last row must be 0, 0, 0, 1)")
+    last = a[..., 3, :].astype(np.float64) - np.array([0.0, 0.0, 0.0, 1.0])
+    if not np.all(np.abs(last) <= _tolerance(a)):
+        err = float(np.max(np.where(np.isnan(last), np.inf, np.abs(last))))
+        raise ValueError(f"{where}: not a homogeneous transform (last row must be 0, 0, 0, 1; off by {err:.2e})")
     if not np.all(np.isfinite(a[..., :3, 3])):
         raise ValueError(f"{where}: non-finite translation")
     check_rotation_matrix(a[..., :3, :3], where)
+
+
+def check_translation(r, where: str) -> None:
+    """Raise ``ValueError`` unless ``r`` is (..., 3) (any value) and, where concrete, finite."""
+    shape = jnp.shape(r)
+    if shape[-1:] != (3,):
+        raise ValueError(f"{where}: expected (..., 3) translations, got shape {shape}")
+    a = _concrete(r)
+    if a is not None and not np.all(np.isfinite(a)):
+        raise ValueError(f"{where}: non-finite translation")
 
 
 def check_unit_quaternion(q, where: str) -> None:

@@ -9,7 +9,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation, check_transform
+from ._base import (
+    AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation, check_rotation_matrix, check_transform,
+    check_translation,
+)  # fmt: skip
 
 
 class AbstractPose(AbstractLieGroup):
@@ -39,6 +42,10 @@ class AbstractPose(AbstractLieGroup):
 
     @classmethod
     def from_rotation_translation(cls, rotation: Array, translation: Array):
+        """From a rotation matrix and a translation, broadcast together; checked where concrete
+        (as ``from_matrix``)."""
+        check_rotation_matrix(rotation, f"{cls.__name__}.from_rotation_translation")
+        check_translation(translation, f"{cls.__name__}.from_rotation_translation")
         rotation, translation = jnp.asarray(rotation), jnp.asarray(translation)
         shape = jnp.broadcast_shapes(rotation.shape[:-2], translation.shape[:-1])
         return cls(jnp.broadcast_to(rotation, shape + (3, 3)), jnp.broadcast_to(translation, shape + (3,)))

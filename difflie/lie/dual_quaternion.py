@@ -9,7 +9,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation, check_transform
+from ._base import (
+    AbstractLieGroup, _default_dtype, _uniform_quaternion, _uniform_translation, check_rotation_matrix, check_transform,
+    check_translation, check_unit_quaternion,
+)  # fmt: skip
 from .se3 import SE3
 
 
@@ -44,11 +47,17 @@ class UnitDualQuaternion(AbstractLieGroup):
 
     @classmethod
     def from_quaternion_translation(cls, q: Array, r: Array) -> UnitDualQuaternion:
+        """From a unit quaternion and a translation, checked where concrete (as
+        ``UnitQuaternion.from_wxyz``)."""
+        check_unit_quaternion(q, "UnitDualQuaternion.from_quaternion_translation")
+        check_translation(r, "UnitDualQuaternion.from_quaternion_translation")
         q, r = jnp.broadcast_arrays(jnp.asarray(q), _pure(jnp.asarray(r)))
         return cls(q, 0.5 * _ops.qmul(r, q))
 
     @classmethod
     def from_rotation_translation(cls, rotation: Array, translation: Array) -> UnitDualQuaternion:
+        """From a rotation matrix and a translation, checked where concrete (as ``from_matrix``)."""
+        check_rotation_matrix(rotation, "UnitDualQuaternion.from_rotation_translation")
         return cls.from_quaternion_translation(_ops.matrix_to_quat(jnp.asarray(rotation)), translation)
 
     @classmethod

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from . import ops as _ops
-from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, check_rotation_matrix
+from ._base import AbstractLieGroup, _default_dtype, _uniform_quaternion, check_rotation_matrix, check_unit_quaternion
 
 
 class SO3(AbstractLieGroup):
@@ -45,6 +45,9 @@ class SO3(AbstractLieGroup):
 
     @classmethod
     def from_quaternion(cls, q: Float[Array, "*b 4"]) -> SO3:
+        """From a unit quaternion ``(w, x, y, z)``, checked where concrete (as
+        ``UnitQuaternion.from_wxyz``: the matrix of a non-unit one is not a rotation)."""
+        check_unit_quaternion(q, "SO3.from_quaternion")
         return cls(_ops.quat_to_matrix(jnp.asarray(q)))
 
     @classmethod
