@@ -25,7 +25,6 @@ from .lie import cross
 from .lie.ops import mv
 
 
-
 # The static fields of force elements that hold body indices (-1 the ground, except ``body``).
 _BODY_FIELDS = {"body": 0, "body_a": -1, "body_b": -1, "parent": -1, "child": 0}
 
