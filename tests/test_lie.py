@@ -403,3 +403,21 @@ def test_points_of_the_wrong_size_are_named(group):
             g @ points
     assert (g @ jnp.ones((2, 3))).shape == (2, 3)
 
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: SO3(jnp.zeros((3, 4))), r"SO3: matrix must have shape \(\.\.\., 3, 3\), got \(3, 4\)"),
+        (lambda: UnitQuaternion(jnp.zeros(3)), r"UnitQuaternion: wxyz must have shape \(\.\.\., 4\), got \(3,\)"),
+        (lambda: SE3(jnp.eye(3), jnp.zeros(4)), r"SE3: translation must have shape \(\.\.\., 3\), got \(4,\)"),
+        (lambda: SO3xR3(jnp.eye(2), jnp.zeros(3)), r"SO3xR3: rotation must have shape \(\.\.\., 3, 3\)"),
+        (lambda: UnitDualQuaternion(jnp.zeros(4), jnp.zeros(3)), r"UnitDualQuaternion: dual must have shape"),
+    ],
+    ids=["so3", "quaternion", "se3", "so3xr3", "dual_quaternion"],
+)
+def test_raw_constructors_name_a_field_of_the_wrong_shape(make, message):
+    """Before, ``SO3(zeros((3, 4)))`` and ``SE3(eye(3), zeros(4))`` were accepted and failed
+    later, inside an ``einsum`` or a broadcast."""
+    with pytest.raises(ValueError, match=message):
+        make()

@@ -79,6 +79,15 @@ class AbstractLieGroup(eqx.Module):
 
     tangent_dim: ClassVar[int]
     matrix_dim: ClassVar[int]
+    # The trailing shape of each array field (the leading ones are the batch).
+    field_shapes: ClassVar[dict[str, tuple[int, ...]]]
+
+    def __check_init__(self):
+        for name, tail in self.field_shapes.items():
+            shape = getattr(getattr(self, name), "shape", None)
+            if shape is not None and tuple(shape[len(shape) - len(tail) :]) != tail:
+                dims = ", ".join(map(str, tail))
+                raise ValueError(f"{type(self).__name__}: {name} must have shape (..., {dims}), got {tuple(shape)}")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -26,6 +26,7 @@ class AbstractPose(AbstractLieGroup):
     translation: Float[Array, "*b 3"]
 
     tangent_dim: ClassVar[int] = 6
+    field_shapes: ClassVar[dict[str, tuple[int, ...]]] = {"rotation": (3, 3), "translation": (3,)}
     matrix_dim: ClassVar[int] = 4
 
     @property

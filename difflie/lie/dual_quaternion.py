@@ -33,6 +33,7 @@ class UnitDualQuaternion(AbstractLieGroup):
     dual: Float[Array, "*b 4"]
 
     tangent_dim: ClassVar[int] = 6
+    field_shapes: ClassVar[dict[str, tuple[int, ...]]] = {"real": (4,), "dual": (4,)}
     matrix_dim: ClassVar[int] = 4
 
     @property

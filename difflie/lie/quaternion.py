@@ -23,6 +23,7 @@ class UnitQuaternion(AbstractLieGroup):
     wxyz: Float[Array, "*b 4"]
 
     tangent_dim: ClassVar[int] = 3
+    field_shapes: ClassVar[dict[str, tuple[int, ...]]] = {"wxyz": (4,)}
     matrix_dim: ClassVar[int] = 3
 
     @property

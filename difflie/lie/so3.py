@@ -21,6 +21,7 @@ class SO3(AbstractLieGroup):
     matrix: Float[Array, "*b 3 3"]
 
     tangent_dim: ClassVar[int] = 3
+    field_shapes: ClassVar[dict[str, tuple[int, ...]]] = {"matrix": (3, 3)}
     matrix_dim: ClassVar[int] = 3
 
     @property
