@@ -421,3 +421,11 @@ def test_raw_constructors_name_a_field_of_the_wrong_shape(make, message):
     later, inside an ``einsum`` or a broadcast."""
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_compose_names_an_element_of_another_group():
+    """Before, ``SE3.compose(SO3)`` failed with "'SO3' object has no attribute 'rotation'"."""
+    with pytest.raises(TypeError, match=r"^SE3\.compose: expected another SE3, got SO3"):
+        SE3.identity().compose(SO3.identity())
+    with pytest.raises(TypeError, match=r"^SO3xR3\.compose: expected another SO3xR3, got SE3"):
+        SO3xR3.identity().compose(SE3.identity())

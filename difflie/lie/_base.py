@@ -53,6 +53,21 @@ def _checked_act(fun):
     return checked
 
 
+def _checked_compose(fun):
+    """``compose`` with the other element checked to be of the same group, naming both."""
+
+    @functools.wraps(fun)
+    def checked(self, other, *args):
+        if not isinstance(other, type(self)):
+            raise TypeError(f"{type(self).__name__}.compose: expected another {type(self).__name__}, got {type(other).__name__}")
+        return fun(self, other, *args)
+
+    return checked
+
+
+_CHECKED = {"act": _checked_act, "compose": _checked_compose}
+
+
 class _EagerMethod:
     """A method that runs as one compiled program when called outside a trace
     (``difflie.xla.eager``). A descriptor that binds with ``functools.partial``: equinox turns a
@@ -98,7 +113,7 @@ class AbstractLieGroup(eqx.Module):
             elif isinstance(member, staticmethod):
                 setattr(cls, name, staticmethod(_tangents(eager(member.__func__, static_argnums=()), cls, name, 0)))
             elif callable(member) and not getattr(member, "__isabstractmethod__", False):
-                setattr(cls, name, _EagerMethod(_checked_act(member) if name == "act" else member))
+                setattr(cls, name, _EagerMethod(_CHECKED.get(name, lambda f: f)(member)))
 
     # -- constructors ---------------------------------------------------------------------------
 
