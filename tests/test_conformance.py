@@ -187,7 +187,7 @@ def _reference(model_name: str):
 
 # Rows of the default run that repeat what another covers (the same loop, another chart), kept for
 # the slow run: the suite stays within its time budget.
-SLOW_PAIRS = {("four_link", "backward_euler_rp"), ("four_link", "backward_euler_re")}
+SLOW_PAIRS = {(model, chart) for model in ("four_link", "sprung_body") for chart in ("backward_euler_rp", "backward_euler_re")}
 
 
 def _params():
