@@ -1,5 +1,6 @@
-"""What an eager run says about itself: why it failed (the driver undefined there, the bodies
-that moved fastest before a blow-up, dependent constraint rows), and how far an implicit
+"""What an eager run says about itself: why it failed (the driver undefined there, the force
+element whose wrench is NaN, the bodies that moved fastest before a blow-up, dependent
+constraint rows), and how far an implicit
 solver's consistent start moved the bodies from the model's initial state."""
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ def explain_failure(sol: Solution, model, t0: float | None, dt: float | None = N
         message += (" (a step too large for the motion, or a singular iteration matrix: the mechanism locks up "
                     "there, or its constraint rows are dependent)")  # fmt: skip
     elif sol.result == RESULTS.nonfinite:
-        message += " (a force, driver or law of the model that gives NaN or Inf there, or a motion too fast for the step)"
-        message += _fastest_before(sol)
+        source = _nonfinite_source(model, sol, t0, dt)
+        message += f"; {source}" if source else " (a force, driver or law of the model that gives NaN or Inf there, or a motion too fast for the step)"
+        before = _fastest_before(sol)
+        message += before
+        if not source and not before:
+            message += "; with saveat=SaveAt(steps=True) this message names the force element that gave it or the body that moved fastest"
     if int(sol.stats.failure_step) == 0 and model.num_constraints and t0 is not None:
         from .io.assembly import check_independent
 
@@ -39,6 +44,42 @@ def explain_failure(sol: Solution, model, t0: float | None, dt: float | None = N
         except ValueError as err:
             message += f"; {err}"
     return message
+
+
+def _nonfinite_source(model, sol: Solution, t0: float | None, dt: float | None) -> str:
+    """Where the state at the failed step's start is known (the model's initial state at step
+    0, or a save at that time): the force element that gives a NaN or Inf wrench there, or the
+    driver undefined there, at the step's start or end time, named with its body; else ``""``."""
+    state = _state_at_failure(model, sol, t0)
+    if state is None:
+        return ""
+    t = float(sol.stats.failure_time)
+    constraints = getattr(model, "constraints", None)
+    for at in (t, t + dt) if dt else (t,):
+        for k, element in enumerate(getattr(model, "forces", ())):
+            f, tau = element(jnp.asarray(at, state[0].dtype), *state)
+            bad = np.flatnonzero(~(np.isfinite(np.asarray(f)).all(-1) & np.isfinite(np.asarray(tau)).all(-1)))
+            if bad.size:
+                return (f"forces[{k}] ({type(element).__name__}) gives a NaN or Inf wrench on body "
+                        f"{model.body_names[int(bad[0])]!r} at t = {at:.6g} s")  # fmt: skip
+        bad_rows = constraints.undefined_drivers(at) if constraints is not None else ()
+        if bad_rows:
+            return f"the driver of {', '.join(map(repr, bad_rows))} is NaN or Inf at t = {at:.6g} s (outside its domain)"
+    return ""
+
+
+def _state_at_failure(model, sol: Solution, t0: float | None) -> tuple[Array, Array, Array, Array] | None:
+    """``(r, R, v, omega)`` at the start of the failed step: the model's initial state at step 0,
+    else a finite save at that time; ``None`` where neither is there."""
+    if int(sol.stats.failure_step) == 0 and t0 is not None and hasattr(model, "initial_state"):
+        return tuple(jnp.asarray(x) for x in model.initial_state())
+    s = sol.states
+    ts = np.asarray(sol.ts)
+    at = np.flatnonzero(ts == float(sol.stats.failure_time))
+    if not at.size:
+        return None
+    state = tuple(jnp.asarray(x[at[0]]) for x in (s.position, s.rotation, s.velocity, s.angular_velocity))
+    return state if all(bool(jnp.all(jnp.isfinite(x))) for x in state) else None
 
 
 def _fastest_before(sol: Solution) -> str:

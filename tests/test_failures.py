@@ -405,3 +405,24 @@ def test_a_run_that_blows_up_names_the_fastest_bodies():
     model = dl.Model(bodies, r0=jnp.array([[0.0, 0, 0], [1.0, 0, 0]]), omega0=jnp.array([[0.0, 0, 1], [1e200, 2e200, 1e200]]), gravity=(0, 0, 0))
     with pytest.raises(dl.SimulationError, match=r"at step 0 .*at the last save before it \(t = 0 s\) body 'wild' turned fastest \(a component of 2e\+200"):
         dl.simulate(model, dl.RKMK4(), 0.0, 0.05, 1e-2, saveat=dl.SaveAt(steps=True))
+
+
+def _pushed_pair(torque) -> dl.Model:
+    """Two free bodies, the second driven about z by ``torque(t)`` on a joint to the ground."""
+    bodies = dl.RigidBody(jnp.ones(2), jnp.stack([jnp.eye(3)] * 2), names=("still", "pushed"))
+    joint = dl.forces.JointForce(-1, 1, jnp.array([0.0, 0.0, 1.0]), torque=lambda t: jnp.array([torque(t)]))
+    return dl.Model(bodies, r0=jnp.array([[0.0, 0, 0], [1.0, 0, 0]]), forces=[dl.forces.DeadLoad(jnp.zeros((2, 3)), jnp.zeros((2, 3))), joint])
+
+
+def test_a_non_finite_force_is_named_with_its_body():
+    """At step 0 (the model's state), or at a saved step: the element and body whose wrench is
+    NaN there, at the step's start or end time. Before, only "a force, driver or law of the
+    model that gives NaN or Inf there"."""
+    at_start = _pushed_pair(lambda t: jnp.log(t - 0.01))
+    with pytest.raises(dl.SimulationError, match=r"at step 0 \(t = 0 s\); forces\[1\] \(JointForce\) gives a NaN or Inf wrench on body 'pushed' at t = 0 s$"):
+        dl.simulate(at_start, dl.GeneralizedAlpha(), 0.0, 0.02, 1e-3)
+    later = _pushed_pair(lambda t: jnp.sqrt(0.0105 - t))
+    with pytest.raises(dl.SimulationError, match=r"at step 10 \(t = 0.01 s\); forces\[1\] \(JointForce\) gives a NaN or Inf wrench on body 'pushed' at t = 0.011 s"):
+        dl.simulate(later, dl.RKMK4(), 0.0, 0.02, 1e-3, saveat=dl.SaveAt(steps=True))
+    with pytest.raises(dl.SimulationError, match=r"at step 10 .*; with saveat=SaveAt\(steps=True\) this message names the force element"):
+        dl.simulate(later, dl.RKMK4(), 0.0, 0.02, 1e-3)
