@@ -1,7 +1,7 @@
 """What an eager run says about itself: why it failed (the driver undefined there, the force
 element whose wrench is NaN, the bodies that moved fastest before a blow-up, dependent
-constraint rows), and how far an implicit
-solver's consistent start moved the bodies from the model's initial state."""
+constraint rows), and how far an implicit solver's consistent start moved the bodies from the
+model's initial state."""
 
 from __future__ import annotations
 
