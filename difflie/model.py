@@ -33,7 +33,7 @@ def _check_body_indices(element, where: str, nb: int) -> None:
     """A ``ValueError`` naming the field of ``element`` (or of a module inside it, such as a
     ``JointInertia``'s joints) that holds a body index outside the model's ``nb`` bodies: a
     gather would clamp it to the last body, a scatter drop it, without a word."""
-    for field in dataclasses.fields(element):
+    for field in dataclasses.fields(element) if dataclasses.is_dataclass(element) else ():
         value = getattr(element, field.name, None)
         if isinstance(value, eqx.Module):
             _check_body_indices(value, f"{where}.{field.name}", nb)
