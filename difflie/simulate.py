@@ -389,7 +389,7 @@ def simulate(
 
     ``dt`` is the fixed step (``ConstantStepSize``: ``ceil((t1 - t0) / dt)`` equal steps that
     end at ``t1``, so ``dt=3e-3`` over ``[0, 0.01]`` runs 4 steps of 2.5e-3; ``n_steps`` overrides
-    it when the times are traced) or the initial step of an adaptive run (``PIDController``, bounded by
+    it when the times are traced; ``dt`` may then be ``None``) or the initial step of an adaptive run (``PIDController``, bounded by
     ``max_steps`` attempted steps), or the largest step of a ``ReducingStepSize`` run (fixed
     steps retried smaller where they fail; also bounded by ``max_steps``). Fixed steps with ``SaveAt(ts=...)`` add the save times
     that are off the uniform grid as step ends. ``checkpoint`` (fixed steps) sets what reverse
@@ -459,8 +459,10 @@ def simulate(
     if hasattr(model, "check_physical"):
         model.check_physical()
     dtype = jnp.result_type(*(x for x in jax.tree.leaves(model) if eqx.is_inexact_array(x)))
-    t0a, t1a, dta = (jnp.asarray(x, dtype) for x in (t0, t1, dt))
+    t0a, t1a = (jnp.asarray(x, dtype) for x in (t0, t1))
     if isinstance(stepsize_controller, (PIDController, ReducingStepSize)):
+        if dt is None:
+            raise ValueError(f"simulate: {type(stepsize_controller).__name__} needs dt, its first step")
         if isinstance(stepsize_controller, PIDController) and not solver.adaptive:
             raise ValueError(f"simulate: {type(solver).__name__} has no error estimate; use ConstantStepSize or ReducingStepSize")
         if not (isinstance(max_steps, int) and 1 <= max_steps <= MAX_STEPS):
@@ -470,7 +472,7 @@ def simulate(
             raise ValueError(f"simulate: the initial step dt must be positive, got {dt0}")
         try:
             ts, states, stats, result, change = _adaptive(
-                model, solver, t0a, t1a, dta, stepsize_controller, saveat, max_steps,
+                model, solver, t0a, t1a, jnp.asarray(dt, dtype), stepsize_controller, saveat, max_steps,
                 "checkpointed" if adjoint == "checkpointed" else "lax", progress, start,
             )  # fmt: skip
         except TypeError as err:  # JAX's own words name neither the loop nor the remedy

@@ -120,6 +120,21 @@ def eager(fun: Callable, *, static_argnums: tuple[int, ...] | None = None) -> Ca
     return call
 
 
+def at_load_time(load: Callable) -> Callable:
+    """``load`` with JAX operations on concrete values computed at once, under a caller's ``jit``
+    too (``jax.ensure_compile_time_eval``): a model loader reads its structure (which joints a
+    tendon or an actuator moves, an assembly's residual) off arrays it builds from the file, which
+    a ``jit`` trace would otherwise make abstract. Values traced by the caller (joint torques,
+    controls) stay traced."""
+
+    @functools.wraps(load)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with jax.ensure_compile_time_eval():
+            return load(*args, **kwargs)
+
+    return call
+
+
 def _check_arguments(fun: Callable, args: tuple, kwargs: dict) -> None:
     """A ``TypeError`` naming ``fun`` and its signature when the arguments do not fit it (the
     compiled wrapper's own message names neither)."""

@@ -30,6 +30,7 @@ from difflie.results import RESULTS
 from difflie.models import planar
 
 DATA = Path(__file__).parent / "data"
+ROOT_EXAMPLE = Path(__file__).parent.parent / "examples" / "double_pendulum_3d.json"
 RA = get_formulation("rA")
 ANY_INERTIA = [[1.0, 1.2, 1.5]] * 3  # the residual and kinematics do not depend on inertia
 
@@ -481,3 +482,31 @@ def test_joints_not_a_list_names_the_key(tmp_path):
     path = _example(tmp_path, lambda d: d.update(joints={"a": 1}))
     with pytest.raises(ModelFileError, match=r"^\$\.joints: expected a list"):
         load_model(path)
+
+
+ACTUATED_ARM = """<mujoco><default><geom contype="0" conaffinity="0"/></default><worldbody>
+  <body name="upper"><joint name="shoulder" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04"/>
+  <body name="lower" pos="0 0 -0.5"><joint name="elbow" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.04"/>
+  </body></body></worldbody>
+  <actuator><motor name="m1" joint="shoulder" gear="2"/><position name="p2" joint="elbow" kp="20"/></actuator></mujoco>"""
+
+
+def test_load_model_inside_jit(tmp_path):
+    """``load_model`` called inside a ``jit`` (the traced torques or controls of a loss) builds
+    the model it builds outside: a file whose fixed tendons or actuators make static structure
+    from arrays, a loop it assembles, a JSON file. Before, the trace made those arrays abstract
+    and loading raised a ``TracerArrayConversionError``."""
+    arm = tmp_path / "arm.xml"
+    arm.write_text(ACTUATED_ARM)
+    cases = [(ROOT_EXAMPLE, {}), (DATA / "limits.xml", {}), (DATA / "loop.xml", {}), (arm, {"controls": {"m1": 0.5, "p2": 0.3}})]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path, kwargs in cases:
+            eager = jax.tree.leaves(load_model(path, **kwargs))
+            traced = jax.jit(lambda path=path, kwargs=kwargs: jax.tree.leaves(load_model(path, **kwargs)))()
+            assert len(traced) == len(eager), path
+            for a, b in zip(traced, eager):
+                np.testing.assert_array_equal(a, b, err_msg=str(path))
+        # the controls traced by the caller stay leaves of the model
+        controls = jax.jit(lambda c: [x for x in jax.tree.leaves(load_model(arm, controls={"m1": c[0], "p2": c[1]})) if x.shape == (2,)])
+        assert any(np.array_equal(x, [0.5, 0.3]) for x in controls(jnp.array([0.5, 0.3])))

@@ -133,6 +133,18 @@ def test_bad_input():
         PIDController(rtol=0.0, atol=0.0)
     with pytest.raises(ValueError, match="n_steps"):
         jax.jit(lambda t1: simulate(TOP, RKMK4(), 0.0, t1, 1e-3).ts)(1.0)
+    with pytest.raises(ValueError, match="PIDController needs dt"):
+        simulate(TOP, Dopri5(), 0.0, 1.0, None, stepsize_controller=PIDController(rtol=1e-6, atol=1e-6))
+
+
+def test_n_steps_without_dt():
+    """With ``n_steps`` the fixed steps need no ``dt`` (``dt=None``), traced end time included;
+    before, ``None`` reached ``jnp.asarray`` ("None is not a valid value for jnp.array")."""
+    sol = simulate(TOP, RKMK4(), 0.0, 0.01, None, n_steps=10)
+    ref = simulate(TOP, RKMK4(), 0.0, 0.01, 1e-3)
+    np.testing.assert_array_equal(sol.position, ref.position)
+    ts = jax.jit(lambda t1: simulate(TOP, RKMK4(), 0.0, t1, None, n_steps=10).ts)(0.01)
+    np.testing.assert_allclose(ts, [0.01])
     with pytest.raises(ValueError, match="checkpoint must be"):
         simulate(TOP, RKMK4(), 0.0, 1.0, 1e-3, checkpoint="sqrt")
     with pytest.raises(ValueError, match="AbstractSolver"):

@@ -36,6 +36,7 @@ import numpy as np
 from .. import constraints as C
 from ..body import RigidBody, check_bodies
 from ..model import Model
+from ..xla import at_load_time
 from .assembly import consistent_initial_state
 from .json_constraints import _constraint_rows
 from .json_values import ModelFileError, _array, _get, _given, _id, _inertia, _known_keys, _nearest_rotation, _per_body, _show, _string
@@ -78,6 +79,7 @@ def _read(path: str) -> dict:
     return data
 
 
+@at_load_time
 def load_model(
     path: str | os.PathLike,
     *,

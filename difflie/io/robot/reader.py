@@ -16,6 +16,7 @@ from ...forces import BallTorque, JointForce, JointInertia
 from ...joint_laws import JointLaws, JointSpring
 from ...joint_space import BallJoints, JointFeedback, JointSpace
 from ...model import Model
+from ...xla import at_load_time
 from ..assembly import consistent_initial_state
 from ..json_values import ModelFileError
 from .arguments import _ball_value, _by_name, _feedback_law, _float, _guess, _torques
@@ -113,6 +114,7 @@ def _not_modelled(m, collision: int, urdf: bool, joint_limits: bool, joint_frict
     return items
 
 
+@at_load_time
 @_hearing_mujoco
 def load_robot(
     path: str | os.PathLike,
