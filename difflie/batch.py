@@ -122,8 +122,9 @@ def _thrown(sol: Solution) -> Solution:
     and traced, the outputs carrying the first failed run's error (``results.carrying_error``)."""
     codes = sol.result._value.reshape(-1)
     failed = codes != RESULTS.successful._value
-    if concrete(failed) is not None:
-        if np.any(concrete(failed)):
+    known = concrete(failed)
+    if known is not None:
+        if np.any(known):
             raise SimulationError(sol.failure_message())
         return sol
     first = eqx.tree_at(lambda r: r._value, sol.result, codes[jax.numpy.argmax(failed)])

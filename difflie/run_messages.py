@@ -62,10 +62,17 @@ def _nonfinite_source(model, sol: Solution, t0: float | None, dt: float | None) 
             if bad.size:
                 return (f"forces[{k}] ({type(element).__name__}) gives a NaN or Inf wrench on body "
                         f"{model.body_names[int(bad[0])]!r} at t = {at:.6g} s")  # fmt: skip
-        bad_rows = constraints.undefined_drivers(at) if constraints is not None else ()
-        if bad_rows:
-            return f"the driver of {', '.join(map(repr, bad_rows))} is NaN or Inf at t = {at:.6g} s (outside its domain)"
+        driver = _undefined_driver(constraints, at)
+        if driver:
+            return driver
     return ""
+
+
+def _undefined_driver(constraints, at: float) -> str:
+    """The drivers of ``constraints`` undefined (NaN or Inf) at time ``at``, named; ``""`` where
+    none is, or there are no constraints."""
+    bad = constraints.undefined_drivers(at) if constraints is not None else ()
+    return f"the driver of {', '.join(map(repr, bad))} is NaN or Inf at t = {at:.6g} s (outside its domain)" if bad else ""
 
 
 def _state_at_failure(model, sol: Solution, t0: float | None) -> tuple[Array, Array, Array, Array] | None:
@@ -135,9 +142,8 @@ def _undefined_rows(model, sol: Solution, dt: float | None) -> str:
     t = float(sol.stats.failure_time)
     constraints = getattr(model, "constraints", None)
     for at in ((t, t + dt) if dt else (t,)) if constraints is not None else ():
-        bad = constraints.undefined_drivers(at)
-        if bad:
-            rows = ", ".join(map(repr, bad))
-            return f"the residual is not finite: the driver of {rows} is NaN or Inf at t = {at:.6g} s (outside its domain)"
+        driver = _undefined_driver(constraints, at)
+        if driver:
+            return f"the residual is not finite: {driver}"
     return ("the residual is not finite: a force, driver or law of the model gives NaN or Inf there, or the motion "
             "overflowed (a step too large for it)")

@@ -279,8 +279,7 @@ def check_transform(m, where: str) -> None:
     if not np.all(np.abs(last) <= _tolerance(a)):
         err = float(np.max(np.where(np.isnan(last), np.inf, np.abs(last))))
         raise ValueError(f"{where}: not a homogeneous transform (last row must be 0, 0, 0, 1; off by {err:.2e})")
-    if not np.all(np.isfinite(a[..., :3, 3])):
-        raise ValueError(f"{where}: non-finite translation")
+    check_translation(a[..., :3, 3], where)
     check_rotation_matrix(a[..., :3, :3], where)
 
 
